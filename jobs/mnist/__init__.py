@@ -1,0 +1,1 @@
+"""kubetrain training program: mnist."""

@@ -1,0 +1,63 @@
+"""The reference's staircase schedules for the learning rate and the batch-norm momentum ("bn decay").
+
+Both count samples seen, `step * samples_per_step`, and drop by `decay_rate` every `decay_step` samples. The reference
+fed them a counter that never advanced (its optimizer incremented a different variable), so it trained at the initial
+values throughout; here the optimizer's own step drives them, counting the samples of every rank.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+LEARNING_RATE_CLIP = 1e-5  # the learning rate never decays below this
+BN_INIT_DECAY = 0.5  # batch-norm momentum starts at 1 - 0.5
+BN_DECAY_DECAY_RATE = 0.5
+BN_DECAY_CLIP = 0.99  # batch-norm momentum never exceeds this
+
+
+def _decay_count(step: tf.Tensor, samples_per_step: int, decay_step: int) -> tf.Tensor:
+    samples = tf.cast(step, tf.float64) * float(samples_per_step)
+    return tf.floor(samples / float(decay_step))
+
+
+def staircase_learning_rate(
+    step: tf.Tensor, base_rate: float, samples_per_step: int, decay_step: int, decay_rate: float
+) -> tf.Tensor:
+    """base_rate * decay_rate ** floor(samples / decay_step), clipped below at LEARNING_RATE_CLIP (float32)."""
+    decays = _decay_count(step, samples_per_step, decay_step)
+    rate = float(base_rate) * tf.pow(tf.constant(decay_rate, tf.float64), decays)
+    return tf.cast(tf.maximum(rate, LEARNING_RATE_CLIP), tf.float32)
+
+
+def batch_norm_momentum(step: tf.Tensor, samples_per_step: int, decay_step: int) -> tf.Tensor:
+    """min(BN_DECAY_CLIP, 1 - BN_INIT_DECAY * BN_DECAY_DECAY_RATE ** floor(samples / decay_step)) (float32)."""
+    decays = _decay_count(step, samples_per_step, decay_step)
+    remaining = BN_INIT_DECAY * tf.pow(tf.constant(BN_DECAY_DECAY_RATE, tf.float64), decays)
+    return tf.cast(tf.minimum(BN_DECAY_CLIP, 1.0 - remaining), tf.float32)
+
+
+class StaircaseLearningRate(tf.keras.optimizers.schedules.LearningRateSchedule):
+    """Keras schedule form of `staircase_learning_rate` (the optimizer passes its iteration count)."""
+
+    def __init__(self, base_rate: float, samples_per_step: int, decay_step: int, decay_rate: float) -> None:
+        self.base_rate = base_rate
+        self.samples_per_step = samples_per_step
+        self.decay_step = decay_step
+        self.decay_rate = decay_rate
+
+    def __call__(self, step: tf.Tensor) -> tf.Tensor:
+        return staircase_learning_rate(step, self.base_rate, self.samples_per_step, self.decay_step, self.decay_rate)
+
+    def get_config(self) -> dict:
+        return {
+            "base_rate": self.base_rate,
+            "samples_per_step": self.samples_per_step,
+            "decay_step": self.decay_step,
+            "decay_rate": self.decay_rate,
+        }
+
+
+def alpha_for_epoch(epoch: int, epochs_pretrain: int) -> float:
+    """Sharpness of the soft k-means assignment: 2 * (epoch - epochs_pretrain + 1), i.e. 2 in the first clustering
+    epoch and 2 more every epoch after (0-based epochs; the reference's formula, whose epoch counter never advanced)."""
+    return float(2 * (epoch - epochs_pretrain + 1))

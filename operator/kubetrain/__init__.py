@@ -1,0 +1,1 @@
+"""kubetrain: a kopf operator that runs Horovod/TensorFlow training as a DistributedTraining resource."""

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Builds the pinned control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok) from the Go
+# module proxy into ${KUBETRAIN_CACHE:-~/.cache/kubetrain}/controlplane-<key>/bin; <key> hashes the pins below.
+# Nothing is downloaded but Go modules; a second run finds every binary and exits at once.
+set -euo pipefail
+
+KUBERNETES_VERSION=v1.34.4 # k8s.io/kubernetes; its staging modules are published as v0.34.4
+STAGING_VERSION=v0.34.4
+ETCD_VERSION=v3.6.4 # go.etcd.io/etcd/server/v3, the version kubernetes v1.34.4 itself requires
+KWOK_VERSION=v0.7.0 # sigs.k8s.io/kwok, built in its own module against the Kubernetes libraries it was released with
+BUILD_FLAGS=(-trimpath "-ldflags=-s -w")
+
+cache=${KUBETRAIN_CACHE:-$HOME/.cache/kubetrain}
+pins="kubernetes=$KUBERNETES_VERSION staging=$STAGING_VERSION etcd=$ETCD_VERSION kwok=$KWOK_VERSION flags=${BUILD_FLAGS[*]}"
+key=$(printf '%s' "$pins" | sha256sum | cut -c1-12)
+root="$cache/controlplane-$key"
+bin="$root/bin"
+kube_binaries=(kube-apiserver kube-controller-manager kube-scheduler)
+
+report() { # prints one line per binary: name, version pin, path
+  echo "controlplane: etcd $ETCD_VERSION -> $bin/etcd"
+  for b in "${kube_binaries[@]}"; do echo "controlplane: $b $KUBERNETES_VERSION -> $bin/$b"; done
+  echo "controlplane: kwok $KWOK_VERSION -> $bin/kwok"
+}
+
+all_built() {
+  local b
+  for b in etcd "${kube_binaries[@]}" kwok; do [ -x "$bin/$b" ] || return 1; done
+}
+
+if all_built; then
+  report
+  exit 0
+fi
+
+command -v go >/dev/null || { echo "controlplane: 'go' not found on PATH; install Go >= 1.24" >&2; exit 1; }
+mkdir -p "$bin" "$cache/go"
+# Go's module and build caches live in the kubetrain cache (shared between keys), never in the repository.
+export GOPATH="$cache/go/path" GOCACHE="$cache/go/build" GOMODCACHE="$cache/go/path/pkg/mod"
+export GOFLAGS=-modcacherw GOTOOLCHAIN=local CGO_ENABLED=0 GO111MODULE=on
+log="$root/build.log"
+: >"$log"
+
+run() { # runs a step, keeping its output in the log; on failure prints the exact error and stops
+  local what=$1
+  shift
+  echo "controlplane: $what" >&2
+  if ! "$@" >>"$log" 2>&1; then
+    echo "controlplane: FAILED: $what" >&2
+    echo "controlplane: command: $*" >&2
+    tail -n 40 "$log" >&2
+    echo "controlplane: full log: $log" >&2
+    exit 1
+  fi
+}
+
+# Kubernetes: a wrapper module that requires k8s.io/kubernetes and maps each staging module (which kubernetes's own
+# go.mod replaces with ./staging/src/...) to its published release. etcd's server is built in the same module so it
+# shares the exact etcd libraries kubernetes was tested with.
+write_kubernetes_module() {
+  local dir=$1 kube_mod
+  kube_mod=$(cd "$dir" && go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" | sed -n 's/^\s*"GoMod": "\(.*\)",$/\1/p')
+  [ -f "$kube_mod" ] || { echo "cannot find go.mod of k8s.io/kubernetes@$KUBERNETES_VERSION" >&2; return 1; }
+  {
+    echo "module kubetrain.dev/controlplane/kubernetes"
+    echo
+    echo "go 1.24.0"
+    echo
+    echo "require ("
+    echo "	k8s.io/kubernetes $KUBERNETES_VERSION"
+    echo "	go.etcd.io/etcd/server/v3 $ETCD_VERSION"
+    echo ")"
+    echo
+    echo "replace ("
+    sed -n 's#^\s*\(k8s\.io/[a-z0-9-]*\) => \./staging/src/k8s\.io/.*$#\t\1 => \1 '"$STAGING_VERSION"'#p' "$kube_mod"
+    echo ")"
+    echo
+    echo "tool ("
+    for b in "${kube_binaries[@]}"; do echo "	k8s.io/kubernetes/cmd/$b"; done
+    echo "	go.etcd.io/etcd/server/v3"
+    echo ")"
+  } >"$dir/go.mod.new"
+  grep -q "k8s.io/api => k8s.io/api $STAGING_VERSION" "$dir/go.mod.new" ||
+    { echo "no staging replace lines found in $kube_mod" >&2; return 1; }
+  mv "$dir/go.mod.new" "$dir/go.mod"
+}
+
+build_kubernetes() {
+  local dir="$root/modules/kubernetes" pkgs=() b
+  mkdir -p "$dir"
+  if [ ! -f "$dir/go.sum" ]; then
+    echo "module kubetrain.dev/controlplane/kubernetes" >"$dir/go.mod"
+    run "resolving k8s.io/kubernetes@$KUBERNETES_VERSION" write_kubernetes_module "$dir"
+    run "resolving modules for kubernetes $KUBERNETES_VERSION and etcd $ETCD_VERSION" bash -c "cd '$dir' && go mod tidy"
+  fi
+  for b in "${kube_binaries[@]}"; do [ -x "$bin/$b" ] || pkgs+=("k8s.io/kubernetes/cmd/$b"); done
+  if [ ${#pkgs[@]} -gt 0 ]; then
+    mkdir -p "$root/out"
+    run "building ${pkgs[*]##*/} (first build: 10-30 minutes on 2 cores)" \
+      bash -c "cd '$dir' && go build ${BUILD_FLAGS[*]@Q} -o '$root/out/' ${pkgs[*]}"
+    for b in "${pkgs[@]##*/}"; do mv "$root/out/$b" "$bin/$b"; done
+  fi
+  if [ ! -x "$bin/etcd" ]; then
+    run "building etcd $ETCD_VERSION" \
+      bash -c "cd '$dir' && go build ${BUILD_FLAGS[*]@Q} -o '$root/out/etcd' go.etcd.io/etcd/server/v3"
+    mv "$root/out/etcd" "$bin/etcd"
+  fi
+}
+
+# kwok: its own wrapper module, so kwok keeps the dependency versions it was released with.
+build_kwok() {
+  local dir="$root/modules/kwok"
+  [ -x "$bin/kwok" ] && return 0
+  mkdir -p "$dir" "$root/out"
+  if [ ! -f "$dir/go.sum" ]; then
+    printf 'module kubetrain.dev/controlplane/kwok\n\ngo 1.24.0\n\nrequire sigs.k8s.io/kwok %s\n\ntool sigs.k8s.io/kwok/cmd/kwok\n' \
+      "$KWOK_VERSION" >"$dir/go.mod"
+    run "resolving modules for kwok $KWOK_VERSION" bash -c "cd '$dir' && go mod tidy"
+  fi
+  run "building kwok $KWOK_VERSION" \
+    bash -c "cd '$dir' && go build ${BUILD_FLAGS[*]@Q} -o '$root/out/kwok' sigs.k8s.io/kwok/cmd/kwok"
+  mv "$root/out/kwok" "$bin/kwok"
+}
+
+build_kwok
+build_kubernetes
+all_built || { echo "controlplane: some binaries are missing in $bin after the build" >&2; exit 1; }
+report
