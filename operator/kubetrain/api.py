@@ -1,0 +1,285 @@
+"""Parse and validate a DistributedTraining object into typed, defaulted values.
+
+The CRD schema and its CEL rules reject most bad input at the API server; this module repeats the checks the
+operator relies on (so a spec that slipped past an older CRD still fails with a message naming the field) and adds
+the ones CEL cannot express. Every default lives here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+GROUP = "kubetrain.dev"
+VERSION = "v1alpha1"
+PLURAL = "distributedtrainings"
+KIND = "DistributedTraining"
+
+# Defaults, declared once (the CRD schema carries the same values; tests/unit/test_crd.py keeps them in step).
+DEFAULT_WORKERS = 1
+DEFAULT_DATA_MOUNT = "/data"
+DEFAULT_CHECKPOINT_MOUNT = "/checkpoints"
+DEFAULT_WAIT_FOR_WORKERS_SECONDS = 300
+DEFAULT_BACKOFF_LIMIT = 3
+DEFAULT_CLEAN_POD_POLICY = "Running"
+CLEAN_POD_POLICIES = ("Running", "All", "None")
+MAX_SLOTS_PER_WORKER = 64
+MAX_WORKERS = 1000
+# Pod hostnames are `<name>-worker-<i>` and must fit a 63-character DNS label with up to 3 digits of index.
+MAX_NAME_LENGTH = 63 - len("-worker-") - len(str(MAX_WORKERS - 1))
+RESERVED_ENV_PREFIX = "KUBETRAIN_"
+
+_DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
+
+
+class SpecError(ValueError):
+    """A DistributedTraining spec that cannot run; `field` is the JSON path of the offending field."""
+
+    def __init__(self, field_path: str, message: str) -> None:
+        super().__init__(f"{field_path}: {message}")
+        self.field = field_path
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Volume:
+    claim_name: str | None
+    mount_path: str
+    read_only: bool
+
+
+@dataclass(frozen=True)
+class Resources:
+    gpus_per_worker: int
+    cpu: str | None
+    memory: str | None
+
+
+@dataclass(frozen=True)
+class RunPolicy:
+    backoff_limit: int
+    active_deadline_seconds: int | None
+    ttl_seconds_after_finished: int | None
+    clean_pod_policy: str
+    suspend: bool
+
+
+@dataclass(frozen=True)
+class Scheduling:
+    node_selector: Mapping[str, str]
+    tolerations: tuple[Mapping[str, Any], ...]
+    priority_class_name: str | None
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    image: str
+    command: tuple[str, ...]
+    env: tuple[Mapping[str, Any], ...]
+    workers: int
+    slots_per_worker: int
+    resources: Resources
+    data: Volume
+    checkpoint: Volume
+    wait_for_workers_seconds: int
+    run_policy: RunPolicy
+    scheduling: Scheduling
+    pod_template: Mapping[str, Any]
+    image_pull_policy: str | None = None
+
+    @property
+    def num_processes(self) -> int:
+        return self.workers * self.slots_per_worker
+
+
+@dataclass(frozen=True)
+class Job:
+    """One DistributedTraining: identity plus parsed spec."""
+
+    name: str
+    namespace: str
+    uid: str
+    spec: JobSpec
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+def parse_job(body: Mapping[str, Any]) -> Job:
+    """Parse a whole DistributedTraining object (as from the API or a job.yaml) into a Job."""
+    if body.get("kind", KIND) != KIND:
+        raise SpecError("kind", f"expected {KIND}, got {body.get('kind')!r}")
+    metadata = body.get("metadata") or {}
+    name = metadata.get("name") or ""
+    if not _DNS_LABEL.match(name) or len(name) > MAX_NAME_LENGTH:
+        raise SpecError(
+            "metadata.name",
+            f"must be a lowercase DNS label of at most {MAX_NAME_LENGTH} characters starting with a letter "
+            f"(pod hostnames are <name>-worker-<index>); got {name!r}",
+        )
+    return Job(
+        name=name,
+        namespace=metadata.get("namespace") or "default",
+        uid=metadata.get("uid") or "",
+        spec=parse_spec(body.get("spec")),
+        labels=dict(metadata.get("labels") or {}),
+    )
+
+
+def parse_spec(spec: Any) -> JobSpec:
+    """Parse `.spec`, applying defaults; raises SpecError naming the first bad field."""
+    spec = _mapping(spec, "spec", required=True)
+    image = spec.get("image")
+    if not isinstance(image, str) or not image.strip():
+        raise SpecError("spec.image", "is required: the container image that holds the training program")
+    command = spec.get("command")
+    if not isinstance(command, list) or not command or not all(isinstance(c, str) and c for c in command):
+        raise SpecError("spec.command", "is required: a non-empty list of strings, e.g. [python, -m, mnist]")
+    resources = _parse_resources(_mapping(spec.get("resources"), "spec.resources"))
+    workers = _integer(spec.get("workers", DEFAULT_WORKERS), "spec.workers", minimum=1, maximum=MAX_WORKERS)
+    default_slots = resources.gpus_per_worker or 1
+    slots = _integer(spec.get("slotsPerWorker", default_slots), "spec.slotsPerWorker", 1, MAX_SLOTS_PER_WORKER)
+    if resources.gpus_per_worker and slots > resources.gpus_per_worker:
+        raise SpecError(
+            "spec.slotsPerWorker",
+            f"is {slots} but each worker has {resources.gpus_per_worker} GPU(s): each rank needs its own GPU; "
+            "lower slotsPerWorker or raise resources.gpusPerWorker",
+        )
+    data = _parse_volume(spec.get("data"), "spec.data", DEFAULT_DATA_MOUNT, default_read_only=True)
+    checkpoint = _parse_volume(spec.get("checkpoint"), "spec.checkpoint", DEFAULT_CHECKPOINT_MOUNT, False)
+    if data.mount_path == checkpoint.mount_path:
+        raise SpecError("spec.checkpoint.mountPath", f"must differ from spec.data.mountPath ({data.mount_path})")
+    launcher = _mapping(spec.get("launcher"), "spec.launcher")
+    wait = _integer(
+        launcher.get("waitForWorkersSeconds", DEFAULT_WAIT_FOR_WORKERS_SECONDS),
+        "spec.launcher.waitForWorkersSeconds",
+        1,
+        86400,
+    )
+    pull_policy = spec.get("imagePullPolicy")
+    if pull_policy is not None and pull_policy not in ("Always", "IfNotPresent", "Never"):
+        raise SpecError("spec.imagePullPolicy", "must be one of Always, IfNotPresent, Never")
+    return JobSpec(
+        image=image.strip(),
+        command=tuple(command),
+        env=_parse_env(spec.get("env")),
+        workers=workers,
+        slots_per_worker=slots,
+        resources=resources,
+        data=data,
+        checkpoint=checkpoint,
+        wait_for_workers_seconds=wait,
+        run_policy=_parse_run_policy(_mapping(spec.get("runPolicy"), "spec.runPolicy")),
+        scheduling=_parse_scheduling(_mapping(spec.get("scheduling"), "spec.scheduling")),
+        pod_template=_mapping(spec.get("podTemplate"), "spec.podTemplate"),
+        image_pull_policy=pull_policy,
+    )
+
+
+def _parse_resources(raw: Mapping[str, Any]) -> Resources:
+    gpus = _integer(raw.get("gpusPerWorker", 0), "spec.resources.gpusPerWorker", 0, 64)
+    return Resources(
+        gpus_per_worker=gpus,
+        cpu=_quantity(raw.get("cpu"), "spec.resources.cpu"),
+        memory=_quantity(raw.get("memory"), "spec.resources.memory"),
+    )
+
+
+def _parse_volume(raw: Any, path: str, default_mount: str, default_read_only: bool) -> Volume:
+    raw = _mapping(raw, path)
+    claim = raw.get("claimName")
+    if claim is not None and (not isinstance(claim, str) or not claim):
+        raise SpecError(f"{path}.claimName", "must be the name of a PersistentVolumeClaim in the job's namespace")
+    mount = raw.get("mountPath", default_mount)
+    if not isinstance(mount, str) or not mount.startswith("/") or mount == "/":
+        raise SpecError(f"{path}.mountPath", f"must be an absolute path other than /, got {mount!r}")
+    read_only = raw.get("readOnly", default_read_only)
+    if not isinstance(read_only, bool):
+        raise SpecError(f"{path}.readOnly", "must be true or false")
+    return Volume(claim_name=claim, mount_path=mount.rstrip("/"), read_only=read_only)
+
+
+def _parse_env(raw: Any) -> tuple[Mapping[str, Any], ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise SpecError("spec.env", "must be a list of {name, value} entries")
+    seen: set[str] = set()
+    for index, entry in enumerate(raw):
+        where = f"spec.env[{index}]"
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
+            raise SpecError(f"{where}.name", "is required")
+        name = entry["name"]
+        if not _ENV_NAME.match(name):
+            raise SpecError(f"{where}.name", f"{name!r} is not a valid environment variable name")
+        if name.startswith(RESERVED_ENV_PREFIX):
+            raise SpecError(f"{where}.name", f"{name!r}: names starting with {RESERVED_ENV_PREFIX} are set by kubetrain")
+        if name in seen:
+            raise SpecError(f"{where}.name", f"{name!r} is listed twice")
+        if "value" in entry and not isinstance(entry["value"], str):
+            raise SpecError(f"{where}.value", "must be a string (quote numbers in YAML)")
+        seen.add(name)
+    return tuple(dict(entry) for entry in raw)
+
+
+def _parse_run_policy(raw: Mapping[str, Any]) -> RunPolicy:
+    policy = raw.get("cleanPodPolicy", DEFAULT_CLEAN_POD_POLICY)
+    if policy not in CLEAN_POD_POLICIES:
+        raise SpecError("spec.runPolicy.cleanPodPolicy", f"must be one of {', '.join(CLEAN_POD_POLICIES)}")
+    suspend = raw.get("suspend", False)
+    if not isinstance(suspend, bool):
+        raise SpecError("spec.runPolicy.suspend", "must be true or false")
+    deadline = raw.get("activeDeadlineSeconds")
+    ttl = raw.get("ttlSecondsAfterFinished")
+    return RunPolicy(
+        backoff_limit=_integer(raw.get("backoffLimit", DEFAULT_BACKOFF_LIMIT), "spec.runPolicy.backoffLimit", 0, 100),
+        active_deadline_seconds=None
+        if deadline is None
+        else _integer(deadline, "spec.runPolicy.activeDeadlineSeconds", 1, None),
+        ttl_seconds_after_finished=None if ttl is None else _integer(ttl, "spec.runPolicy.ttlSecondsAfterFinished", 0),
+        clean_pod_policy=policy,
+        suspend=suspend,
+    )
+
+
+def _parse_scheduling(raw: Mapping[str, Any]) -> Scheduling:
+    selector = _mapping(raw.get("nodeSelector"), "spec.scheduling.nodeSelector")
+    if not all(isinstance(v, str) for v in selector.values()):
+        raise SpecError("spec.scheduling.nodeSelector", "values must be strings")
+    tolerations = raw.get("tolerations") or []
+    if not isinstance(tolerations, list) or not all(isinstance(t, Mapping) for t in tolerations):
+        raise SpecError("spec.scheduling.tolerations", "must be a list of Kubernetes tolerations")
+    priority = raw.get("priorityClassName")
+    if priority is not None and not isinstance(priority, str):
+        raise SpecError("spec.scheduling.priorityClassName", "must be a string")
+    return Scheduling(dict(selector), tuple(dict(t) for t in tolerations), priority)
+
+
+def _mapping(value: Any, path: str, required: bool = False) -> Mapping[str, Any]:
+    if value is None:
+        if required:
+            raise SpecError(path, "is required")
+        return {}
+    if not isinstance(value, Mapping):
+        raise SpecError(path, f"must be an object, got {type(value).__name__}")
+    return value
+
+
+def _integer(value: Any, path: str, minimum: int, maximum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SpecError(path, f"must be an integer, got {value!r}")
+    if value < minimum or (maximum is not None and value > maximum):
+        bounds = f"between {minimum} and {maximum}" if maximum is not None else f"at least {minimum}"
+        raise SpecError(path, f"must be {bounds}, got {value}")
+    return value
+
+
+def _quantity(value: Any, path: str) -> str | None:
+    if value is None:
+        return None
+    text = str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+    if not isinstance(text, str) or not _QUANTITY.match(text):
+        raise SpecError(path, f"must be a Kubernetes quantity such as \"4\", \"500m\" or \"16Gi\", got {value!r}")
+    return text
