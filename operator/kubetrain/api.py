@@ -215,7 +215,9 @@ def _parse_env(raw: Any) -> tuple[Mapping[str, Any], ...]:
         if not _ENV_NAME.match(name):
             raise SpecError(f"{where}.name", f"{name!r} is not a valid environment variable name")
         if name.startswith(RESERVED_ENV_PREFIX):
-            raise SpecError(f"{where}.name", f"{name!r}: names starting with {RESERVED_ENV_PREFIX} are set by kubetrain")
+            raise SpecError(
+                f"{where}.name", f"{name!r}: names starting with {RESERVED_ENV_PREFIX} are set by kubetrain"
+            )
         if name in seen:
             raise SpecError(f"{where}.name", f"{name!r} is listed twice")
         if "value" in entry and not isinstance(entry["value"], str):
@@ -281,5 +283,5 @@ def _quantity(value: Any, path: str) -> str | None:
         return None
     text = str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
     if not isinstance(text, str) or not _QUANTITY.match(text):
-        raise SpecError(path, f"must be a Kubernetes quantity such as \"4\", \"500m\" or \"16Gi\", got {value!r}")
+        raise SpecError(path, f'must be a Kubernetes quantity such as "4", "500m" or "16Gi", got {value!r}')
     return text
