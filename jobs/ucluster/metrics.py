@@ -11,7 +11,7 @@ from scipy.optimize import linear_sum_assignment
 
 
 def confusion_counts(true_classes: np.ndarray, assigned_clusters: np.ndarray, num_clusters: int) -> np.ndarray:
-    """Return an int64 (num_clusters, num_clusters) matrix whose [c, t] entry counts samples put in cluster c of class t."""
+    """int64 (num_clusters, num_clusters) matrix; entry [c, t] counts the samples of class t put in cluster c."""
     true_classes = np.asarray(true_classes, dtype=np.int64).ravel()
     assigned_clusters = np.asarray(assigned_clusters, dtype=np.int64).ravel()
     if true_classes.shape != assigned_clusters.shape:
