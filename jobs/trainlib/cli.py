@@ -1,0 +1,97 @@
+"""What every program's command line shares: common flags, directory defaults, logging, and error exits.
+
+This module must not import TensorFlow: `quiet_tensorflow()` has to run before TensorFlow loads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+
+from trainlib.errors import TrainingInputError
+
+EXIT_BAD_INPUT = 2
+
+
+def quiet_tensorflow() -> None:
+    """Hide TensorFlow's C++ info/warning chatter unless TF_CPP_MIN_LOG_LEVEL is already set. Call before importing
+    TensorFlow."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def default_data_dir(environ: Mapping[str, str] | None = None) -> str:
+    """$KUBETRAIN_DATA_DIR (the data volume the operator mounts), else /data."""
+    env = os.environ if environ is None else environ
+    return env.get("KUBETRAIN_DATA_DIR") or "/data"
+
+
+def resolve_checkpoint_dir(flag: str | None, program: str, environ: Mapping[str, str] | None = None) -> str:
+    """--checkpoint-dir if given, else $KUBETRAIN_CHECKPOINT_DIR (the job's own dir), else ./runs/<program>."""
+    env = os.environ if environ is None else environ
+    return flag or env.get("KUBETRAIN_CHECKPOINT_DIR") or os.path.join("runs", program)
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a float > 0."""
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
+    return value
+
+
+def add_common_arguments(parser: argparse.ArgumentParser, *, epochs: int, batch_size: int, learning_rate: float,
+                         warmup_epochs: int = 0) -> None:
+    """Flags every program takes; the defaults given here are the program's reference hyperparameters."""
+    parser.add_argument("--data-dir", default=default_data_dir(),
+                        help="directory holding the HDF5 files (default: $KUBETRAIN_DATA_DIR, else /data)")
+    parser.add_argument("--checkpoint-dir", default=None,
+                        help="where rank 0 writes checkpoints, history.json and history.png "
+                             "(default: $KUBETRAIN_CHECKPOINT_DIR, else ./runs/<program>)")
+    parser.add_argument("--keep-checkpoints", type=positive_int, default=3,
+                        help="how many of the newest checkpoints to keep (default: 3)")
+    parser.add_argument("--epochs", type=positive_int, default=epochs, help=f"epochs to train (default: {epochs})")
+    parser.add_argument("--batch-size", type=positive_int, default=batch_size,
+                        help=f"batch size per rank (default: {batch_size})")
+    parser.add_argument("--learning-rate", type=positive_float, default=learning_rate,
+                        help=f"learning rate for one rank; scaled by the number of ranks (default: {learning_rate})")
+    parser.add_argument("--warmup-epochs", type=non_negative_int, default=warmup_epochs,
+                        help="epochs over which the learning rate ramps from the one-rank value to the scaled one "
+                             f"(default: {warmup_epochs})")
+    parser.add_argument("--seed", type=int, default=None, help="random seed (default: none, every run differs)")
+
+
+def setup_logging(rank: int) -> None:
+    """Rank 0 logs at INFO; other ranks only warnings and errors, so the job log reads like one process."""
+    logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING,
+                        format=f"%(asctime)s rank{rank} %(levelname)s %(name)s: %(message)s", force=True)
+    logging.getLogger("tensorflow").propagate = False  # TensorFlow prints its own records; don't print them twice
+
+
+def run_main(main: Callable[[Sequence[str] | None], int | None], program: str,
+             argv: Sequence[str] | None = None) -> int:
+    """Run `main(argv)`; input the user can fix becomes one `<program>: error: ...` line on stderr and exit code 2."""
+    try:
+        return main(argv) or 0
+    except TrainingInputError as error:
+        message = " ".join(str(error).split())
+        print(f"{program}: error: {message}", file=sys.stderr, flush=True)
+        return EXIT_BAD_INPUT

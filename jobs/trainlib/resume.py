@@ -1,0 +1,85 @@
+"""Resume: rank 0 finds the latest complete checkpoint, every rank learns its epoch and gets rank 0's state.
+
+Works on any set of variables grouped by name (`{"model": [...], "optimizer": [...]}`), so custom training loops use it
+as well as Keras (`keras_state`). Every rank must call `restore_and_broadcast` (it runs collectives).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+
+import tensorflow as tf
+
+from trainlib import distributed
+from trainlib.checkpoints import CheckpointManager, state_digest
+from trainlib.distributed import WorkerContext
+from trainlib.errors import CheckpointError
+
+log = logging.getLogger(__name__)
+
+Variables = Mapping[str, Sequence[tf.Variable]]
+
+
+def keras_state(model: tf.keras.Model) -> dict[str, list[tf.Variable]]:
+    """The variables a Keras checkpoint holds: all model weights, and the optimizer's iteration counter and slots.
+
+    The optimizer's slot variables are created here (before the first step) so they can be restored and broadcast.
+    Hyperparameters such as the learning rate are not saved: they come from the flags and the warm-up schedule.
+    """
+    optimizer = model.optimizer
+    variables: dict[str, list[tf.Variable]] = {"model": list(model.weights)}
+    if optimizer is not None:
+        if hasattr(optimizer, "_create_all_weights"):  # legacy Keras optimizers create slots lazily
+            optimizer._create_all_weights(model.trainable_variables)
+        variables["optimizer"] = list(optimizer.variables())
+    return variables
+
+
+def assign_state(variables: Variables, state: Mapping[str, Sequence], source: str) -> None:
+    """Assign saved arrays to variables group by group; a count or shape mismatch raises `CheckpointError`."""
+    for group, targets in variables.items():
+        arrays = state.get(group)
+        if arrays is None:
+            raise CheckpointError(f"{source}: has no '{group}' state; start from a fresh --checkpoint-dir")
+        if len(arrays) != len(targets):
+            raise CheckpointError(f"{source}: '{group}' has {len(arrays)} arrays but the model has {len(targets)} "
+                                  "variables (written for another model or data shape?); use a fresh --checkpoint-dir")
+        for variable, array in zip(targets, arrays, strict=True):
+            if tuple(variable.shape) != tuple(array.shape):
+                raise CheckpointError(f"{source}: '{group}' variable {variable.name} has shape {tuple(array.shape)} "
+                                      f"in the checkpoint but {tuple(variable.shape)} in the model; use a fresh "
+                                      "--checkpoint-dir or the original data")
+            variable.assign(array)
+
+
+def restore_and_broadcast(context: WorkerContext, manager: CheckpointManager | None, variables: Variables) -> int:
+    """Restore the latest checkpoint on rank 0, broadcast epoch and variables; returns the epochs already done.
+
+    With no checkpoint (or no manager) every rank still receives rank 0's initial variables, so all ranks start equal.
+    Afterwards the ranks compare fingerprints of the model weights and rank 0 logs the common one.
+    """
+    epoch, problem = 0, None
+    if context.is_chief and manager is not None:
+        try:
+            checkpoint = manager.latest()
+            if checkpoint is not None:
+                state, _ = manager.load(checkpoint)
+                assign_state(variables, state, checkpoint.path)
+                epoch = checkpoint.epoch
+                log.info("restored %s (epoch %d, metrics %s)", checkpoint.path, epoch, checkpoint.metrics)
+            else:
+                log.info("no checkpoint in %s: starting at epoch 1", manager.directory)
+        except CheckpointError as error:
+            problem = str(error)
+    epoch, problem = distributed.broadcast_object((epoch, problem), root_rank=0)
+    if problem:
+        raise CheckpointError(problem)
+    distributed.broadcast_variables([variable for group in variables.values() for variable in group], root_rank=0)
+    digest = state_digest(variable.numpy() for variable in variables.get("model", []))
+    digests = distributed.allgather_object(digest)
+    if len(set(digests)) != 1:
+        raise RuntimeError(f"ranks hold different weights after the broadcast: {digests}")
+    if context.is_chief:
+        log.info("training starts at epoch %d with weights digest %s on all %d ranks", epoch + 1, digest, context.size)
+    return epoch

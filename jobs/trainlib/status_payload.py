@@ -1,0 +1,41 @@
+"""Pure builder of the status patch rank 0 sends to its DistributedTraining (no I/O, no Kubernetes client).
+
+The operator owns every other status field; a training program only ever sets these two (merge patch):
+`status.progress = {epoch, epochs, step, metrics: {name: float}, updatedAt}` and `status.checkpoint = {path, epoch}`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from datetime import datetime, timezone
+
+
+def rfc3339(moment: datetime) -> str:
+    """UTC timestamp in the form Kubernetes uses, e.g. 2024-05-01T12:00:00Z."""
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def build_status_patch(*, epoch: int, epochs: int, step: int, metrics: Mapping[str, object], updated_at: datetime,
+                       checkpoint_path: str | None = None, checkpoint_epoch: int | None = None) -> dict:
+    """The merge-patch body for the status subresource.
+
+    `epoch` counts completed epochs (1-based), `step` completed optimizer steps. Metrics that are not finite numbers
+    (NaN, inf, strings) are left out: JSON and the CRD schema take finite floats only. The checkpoint block is included
+    only when a checkpoint is known.
+    """
+    clean: dict[str, float] = {}
+    for name, value in metrics.items():
+        try:
+            number = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(number):
+            clean[str(name)] = number
+    status: dict[str, object] = {
+        "progress": {"epoch": int(epoch), "epochs": int(epochs), "step": int(step), "metrics": clean,
+                     "updatedAt": rfc3339(updated_at)},
+    }
+    if checkpoint_path is not None and checkpoint_epoch is not None:
+        status["checkpoint"] = {"path": checkpoint_path, "epoch": int(checkpoint_epoch)}
+    return {"status": status}
