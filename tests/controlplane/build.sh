@@ -2,6 +2,7 @@
 # Builds the pinned control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok) from the Go
 # module proxy into ${KUBETRAIN_CACHE:-~/.cache/kubetrain}/controlplane-<key>/bin; <key> hashes the pins below.
 # Nothing is downloaded but Go modules; a second run finds every binary and exits at once.
+# `build.sh --print-bin-dir` only prints that bin directory (tests/controlplane/cluster.py uses it to find the binaries).
 set -euo pipefail
 
 KUBERNETES_VERSION=v1.34.4 # k8s.io/kubernetes; its staging modules are published as v0.34.4
@@ -16,6 +17,10 @@ key=$(printf '%s' "$pins" | sha256sum | cut -c1-12)
 root="$cache/controlplane-$key"
 bin="$root/bin"
 kube_binaries=(kube-apiserver kube-controller-manager kube-scheduler)
+if [ "${1:-}" = --print-bin-dir ]; then
+  echo "$bin"
+  exit 0
+fi
 
 report() { # prints one line per binary: name, version pin, path
   echo "controlplane: etcd $ETCD_VERSION -> $bin/etcd"
