@@ -1,0 +1,79 @@
+"""For programs with their own training loop (no `model.fit`): what the Keras callbacks give `fit` users.
+
+- `warmup_learning_rate`: Horovod's warm-up (`LearningRateWarmupCallback`'s formula) as a pure function of progress.
+- `EpochRecorder`: rank 0's end-of-epoch work in one call: checkpoint, `history.json`/`history.png`, status progress.
+
+Typical loop::
+
+    variables = {"model": model.weights, "optimizer": optimizer.variables()}
+    recorder = EpochRecorder.for_rank(context, checkpoint_dir, keep, title, epochs, steps_per_epoch)
+    start = restore_and_broadcast(context, recorder.manager if recorder else None, variables)
+    if recorder:
+        recorder.resume_at(start)
+    for epoch in range(start + 1, epochs + 1):   # 1-based, as checkpoints count completed epochs
+        ... train, evaluate, average metrics over ranks ...
+        if recorder:
+            recorder.record(epoch, metrics, variables)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+
+import tensorflow as tf
+
+from trainlib.checkpoints import Checkpoint, CheckpointManager
+from trainlib.distributed import WorkerContext
+from trainlib.history import HistoryLog
+from trainlib.progress import ProgressReporter
+
+log = logging.getLogger(__name__)
+
+
+def warmup_learning_rate(target: float, size: int, epochs_done: float, warmup_epochs: int) -> float:
+    """Learning rate after `epochs_done` (fractional) epochs: ramps linearly from `target / size` to `target` over
+    `warmup_epochs`, then stays at `target` (0 warm-up epochs: always `target`)."""
+    if warmup_epochs <= 0 or epochs_done >= warmup_epochs:
+        return target
+    return target / size * (epochs_done * (size - 1) / warmup_epochs + 1.0)
+
+
+class EpochRecorder:
+    """Rank 0's checkpoint manager, history log and progress reporter, driven once per completed epoch."""
+
+    def __init__(self, manager: CheckpointManager, history: HistoryLog, reporter: ProgressReporter, epochs: int,
+                 steps_per_epoch: int, rank: int = 0) -> None:
+        self.manager = manager
+        self.history = history
+        self.reporter = reporter
+        self.epochs = epochs
+        self.steps_per_epoch = steps_per_epoch
+        self.rank = rank
+        self.last: Checkpoint | None = None
+
+    @classmethod
+    def for_rank(cls, context: WorkerContext, checkpoint_dir: str, keep: int, title: str, epochs: int,
+                 steps_per_epoch: int, reporter: ProgressReporter | None = None) -> EpochRecorder | None:
+        """The recorder on rank 0; None on every other rank (they never touch the checkpoint directory)."""
+        if not context.is_chief:
+            return None
+        return cls(CheckpointManager(checkpoint_dir, keep), HistoryLog(checkpoint_dir, title),
+                   reporter or ProgressReporter.from_environment(), epochs, steps_per_epoch, context.rank)
+
+    def resume_at(self, epochs_done: int) -> None:
+        """Drop history records newer than the restored checkpoint."""
+        self.history.resume_at(epochs_done)
+
+    def record(self, epoch: int, metrics: Mapping[str, object],
+               variables: Mapping[str, Sequence[tf.Variable]]) -> Checkpoint:
+        """After completed epoch `epoch` (1-based): save the variables, append the history, report progress."""
+        state = {group: [variable.numpy() for variable in group_vars] for group, group_vars in variables.items()}
+        names = {group: [variable.name for variable in group_vars] for group, group_vars in variables.items()}
+        self.last = self.manager.save(epoch, state, metrics, names=names, rank=self.rank)
+        log.info("epoch %d/%d: %s; saved %s", epoch, self.epochs,
+                 ", ".join(f"{key} {float(value):.4g}" for key, value in metrics.items()), self.last.path)
+        self.history.append(epoch, metrics)
+        self.reporter.report(epoch=epoch, epochs=self.epochs, step=epoch * self.steps_per_epoch, metrics=metrics,
+                             checkpoint_path=self.last.path, checkpoint_epoch=self.last.epoch)
+        return self.last

@@ -1,0 +1,45 @@
+"""Custom-loop support: Horovod's warm-up formula and rank 0's end-of-epoch checkpoint, history and progress."""
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from trainlib.checkpoints import CheckpointManager
+from trainlib.custom_loop import EpochRecorder, warmup_learning_rate
+from trainlib.distributed import WorkerContext
+from trainlib.history import HistoryLog
+from trainlib.progress import ProgressReporter
+
+
+def test_warmup_ramps_from_one_rank_rate_to_the_scaled_rate():
+    assert warmup_learning_rate(0.4, 4, 0.0, 2) == pytest.approx(0.1)
+    assert warmup_learning_rate(0.4, 4, 1.0, 2) == pytest.approx(0.25)
+    assert warmup_learning_rate(0.4, 4, 2.0, 2) == pytest.approx(0.4)
+    assert warmup_learning_rate(0.4, 4, 0.0, 0) == pytest.approx(0.4)
+
+
+def test_only_rank_zero_gets_a_recorder(tmp_path):
+    assert EpochRecorder.for_rank(WorkerContext(1, 2, 1), str(tmp_path), 2, "t", 3, 10) is None
+    assert not list(tmp_path.iterdir())
+
+
+def test_record_saves_checkpoint_history_and_reports_progress(tmp_path):
+    patches = []
+    reporter = ProgressReporter("ns", "job", lambda namespace, name, body: patches.append((namespace, name, body)))
+    recorder = EpochRecorder(CheckpointManager(str(tmp_path), keep=2), HistoryLog(str(tmp_path), "demo"), reporter,
+                             epochs=3, steps_per_epoch=10)
+    weights = tf.Variable([1.0, 2.0])
+    for epoch in (1, 2, 3):
+        weights.assign_add([1.0, 1.0])
+        recorder.record(epoch, {"loss": 1.0 / epoch}, {"model": [weights]})
+    latest = recorder.manager.latest()
+    assert latest.epoch == 3 and len(recorder.manager.checkpoints()) == 2
+    state, _ = recorder.manager.load(latest)
+    np.testing.assert_array_equal(state["model"][0], [4.0, 5.0])
+    history = json.loads((tmp_path / "history.json").read_text())
+    assert [record["epoch"] for record in history["epochs"]] == [1, 2, 3]
+    assert (tmp_path / "history.png").exists()
+    progress = patches[-1][2]["status"]
+    assert progress["progress"]["epoch"] == 3 and progress["progress"]["step"] == 30
+    assert progress["checkpoint"]["epoch"] == 3
