@@ -1,0 +1,223 @@
+"""`kubetrain run job.yaml --local`: run a DistributedTraining spec on this machine.
+
+The same job.yaml the operator accepts, with workers x slotsPerWorker ranks started here by mpirun (or horovodrun),
+the data and checkpoint volumes mapped to local folders, and the environment contract the pods get (without status
+reporting: there is no cluster to report to). `plan_local_run` is pure; `run` starts the processes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubetrain.api import KIND, Job, SpecError, parse_job
+from kubetrain.build.env import checkpoint_dir, job_environment
+
+LAUNCHERS = ("mpirun", "horovodrun")
+# Kubernetes expands $(NAME) in command and env values from the container's variables; $$ escapes a dollar.
+_REFERENCE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+class JobFileError(Exception):
+    """A job.yaml that cannot be run; the message names the file and, for spec errors, the field."""
+
+
+@dataclass(frozen=True)
+class LocalPlan:
+    """Everything `run` needs: the command line, its environment and the folders it uses."""
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+    num_processes: int
+    data_dir: str
+    checkpoint_dir: str
+    hostfile: str
+    hostfile_text: str
+    warnings: tuple[str, ...] = ()
+
+
+def load_job(path: str | os.PathLike[str], namespace: str | None = None) -> Job:
+    """Read and validate a job.yaml: its one DistributedTraining (other documents are ignored), optionally placed in
+    `namespace`."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise JobFileError(f"{path}: cannot read the job file: {error.strerror or error}") from None
+    try:
+        documents = [doc for doc in yaml.safe_load_all(text) if doc is not None]
+    except yaml.YAMLError as error:
+        raise JobFileError(f"{path}: not valid YAML: {error}") from None
+    jobs = [doc for doc in documents if isinstance(doc, Mapping) and doc.get("kind") == KIND]
+    if len(jobs) != 1:
+        kinds = ", ".join(str(doc.get("kind")) for doc in documents if isinstance(doc, Mapping)) or "nothing"
+        raise JobFileError(f"{path}: expected exactly one document with kind: {KIND}, found {len(jobs)} ({kinds})")
+    body = dict(jobs[0])
+    if namespace:
+        body["metadata"] = {**(body.get("metadata") or {}), "namespace": namespace}
+    try:
+        return parse_job(body)
+    except SpecError as error:
+        raise JobFileError(f"{path}: {error}") from None
+
+
+def expand_references(text: str, variables: Mapping[str, str]) -> str:
+    """Kubernetes' $(NAME) expansion: defined names are replaced, undefined ones kept as written, $$ -> $."""
+
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name is None:
+            return "$"
+        return variables.get(name, match.group(0))
+
+    return _REFERENCE.sub(replace, text)
+
+
+def local_hostfile(num_processes: int) -> str:
+    """All ranks on this machine (slots = ranks, so mpirun never refuses to oversubscribe a small laptop)."""
+    return f"localhost slots={num_processes}\n"
+
+
+def plan_local_run(
+    job: Job,
+    *,
+    data_dir: str,
+    checkpoint_root: str,
+    hostfile: str,
+    launcher: str = "mpirun",
+    environ: Mapping[str, str] | None = None,
+    is_root: bool = False,
+) -> LocalPlan:
+    """The command and environment for running `job` here; `checkpoint_root` stands in for the checkpoint volume."""
+    if launcher not in LAUNCHERS:
+        raise ValueError(f"launcher must be one of {', '.join(LAUNCHERS)}, got {launcher!r}")
+    base_env = dict(os.environ if environ is None else environ)
+    warnings: list[str] = []
+    contract = job_environment(job, report_status=False)
+    # The job's folder sits where it would on the volume: <checkpoint root>/<namespace>/<name>.
+    relative = os.path.relpath(checkpoint_dir(job), job.spec.checkpoint.mount_path)
+    job_dir = os.path.join(os.path.abspath(checkpoint_root), relative)
+    contract.update(
+        KUBETRAIN_DATA_DIR=os.path.abspath(data_dir),
+        KUBETRAIN_CHECKPOINT_DIR=job_dir,
+        KUBETRAIN_HOSTFILE=os.path.abspath(hostfile),
+    )
+    base_env.pop("KUBETRAIN_REPORT_STATUS", None)
+    env = {**base_env, **contract}
+    for index, entry in enumerate(job.spec.env):
+        name = entry["name"]
+        if "value" in entry:
+            env[name] = expand_references(entry["value"], env)
+        elif name not in base_env:
+            warnings.append(
+                f"spec.env[{index}] ({name}) takes its value from the cluster (valueFrom); it is unset here: "
+                f"export {name} before `kubetrain run --local` to give it a value"
+            )
+    command = [expand_references(part, env) for part in job.spec.command]
+    forward = [name for name in env["KUBETRAIN_FORWARD_ENV"].split() if name in env]
+    np = job.spec.num_processes
+    if launcher == "mpirun":
+        argv = [
+            "mpirun",
+            "-np",
+            str(np),
+            "--hostfile",
+            contract["KUBETRAIN_HOSTFILE"],
+            "--bind-to",
+            "none",
+            "--map-by",
+            "slot",
+        ]
+        if is_root:
+            argv.append("--allow-run-as-root")
+        for name in dict.fromkeys(["PATH", "LD_LIBRARY_PATH", "PYTHONPATH", *forward]):
+            if name in env:
+                argv += ["-x", name]
+    else:
+        # horovodrun passes the whole environment to local ranks.
+        argv = ["horovodrun", "-np", str(np), "-H", f"localhost:{np}"]
+    return LocalPlan(
+        argv=(*argv, *command),
+        env=env,
+        num_processes=np,
+        data_dir=contract["KUBETRAIN_DATA_DIR"],
+        checkpoint_dir=job_dir,
+        hostfile=contract["KUBETRAIN_HOSTFILE"],
+        hostfile_text=local_hostfile(np),
+        warnings=tuple(warnings),
+    )
+
+
+def default_launcher() -> str:
+    """mpirun when it is on PATH (what the launcher pod runs), else horovodrun."""
+    return "mpirun" if shutil.which("mpirun") else "horovodrun"
+
+
+def run(
+    job: Job,
+    *,
+    data_dir: str | None,
+    checkpoint_root: str,
+    launcher: str | None = None,
+    stream: Any = None,
+) -> int:
+    """Run the job here and return the program's exit code (128 + signal number when a signal ended it)."""
+    stream = stream or sys.stderr
+    data_dir = data_dir or job.spec.data.mount_path
+    if not os.path.isdir(data_dir):
+        raise JobFileError(
+            f"data directory {data_dir} does not exist: pass --data-dir DIR, the local folder that stands in for "
+            "spec.data"
+        )
+    launcher = launcher or default_launcher()
+    if shutil.which(launcher) is None:
+        raise JobFileError(f"{launcher} is not on PATH: install OpenMPI (mpirun) or Horovod (horovodrun)")
+    with tempfile.TemporaryDirectory(prefix="kubetrain-local-") as scratch:
+        plan = plan_local_run(
+            job,
+            data_dir=data_dir,
+            checkpoint_root=checkpoint_root,
+            hostfile=os.path.join(scratch, "hostfile"),
+            launcher=launcher,
+            is_root=os.geteuid() == 0,
+        )
+        Path(plan.hostfile).write_text(plan.hostfile_text, encoding="utf-8")
+        os.makedirs(plan.checkpoint_dir, exist_ok=True)
+        for warning in plan.warnings:
+            print(f"kubetrain: warning: {warning}", file=stream)
+        print(
+            f"kubetrain: running {job.namespace}/{job.name} locally with {plan.num_processes} rank(s); "
+            f"data {plan.data_dir}, checkpoints {plan.checkpoint_dir}",
+            file=stream,
+            flush=True,
+        )
+        return _execute(plan)
+
+
+def _execute(plan: LocalPlan) -> int:
+    """Start the launcher in its own process group; Ctrl-C / SIGTERM stop the whole run, then we report its code."""
+    process = subprocess.Popen(plan.argv, env=dict(plan.env), start_new_session=True)
+
+    def forward(signum: int, _frame: Any) -> None:
+        try:
+            os.killpg(process.pid, signum)
+        except ProcessLookupError:
+            pass
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        code = process.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 128 - code if code < 0 else code
