@@ -2,7 +2,8 @@
 
 Modules, one job each:
 
-- `hdf5_input`   validate HDF5 files, then stream each rank's contiguous block of rows into a `tf.data.Dataset`
+- `hdf5_files`   validate HDF5 files (no TensorFlow needed) and read each rank's contiguous block of rows in chunks
+- `hdf5_input`   stream that block into a `tf.data.Dataset` (map, shuffle, batch, repeat, prefetch with AUTOTUNE)
 - `mixup`        MixUp inside the tf.data graph (`sample_beta_distribution`, `mix_up`, `apply_mixup`)
 - `distributed`  Horovod setup in the canonical order: init, pin GPU, lr x size, DistributedOptimizer, callbacks
 - `checkpoints`  rank-0 atomic checkpoints on disk (`CheckpointManager`), keep the last K, find the latest good one
@@ -10,6 +11,7 @@ Modules, one job each:
 - `status_payload` / `kube_status` / `progress`   progress reports to the DistributedTraining's status
 - `history`      `history.json` and the `history.png` training curve next to the checkpoints
 - `callbacks`    Keras callbacks adapting checkpoints, history and progress to `model.fit`
+- `keras_training` `fit_distributed`: resume + broadcast + `model.fit` with all callbacks, for Keras programs
 - `cli`          shared argparse flags, logging setup, and `run_main` (bad input -> one stderr line, exit 2)
 - `errors`       `TrainingInputError` and its subclasses
 
