@@ -1,0 +1,148 @@
+"""The one module that talks to the Kubernetes API (official client): reads, idempotent writes, events."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import ConflictError, NotFoundError
+
+from kubetrain.api import GROUP, KIND, PLURAL, VERSION
+from kubetrain.build.names import LABEL_JOB
+
+log = logging.getLogger(__name__)
+
+TRAINING = (f"{GROUP}/{VERSION}", KIND)
+CHILD_KINDS = {
+    "pods": ("v1", "Pod"),
+    "jobs": ("batch/v1", "Job"),
+    "services": ("v1", "Service"),
+    "configmaps": ("v1", "ConfigMap"),
+    "secrets": ("v1", "Secret"),
+    "serviceaccounts": ("v1", "ServiceAccount"),
+    "roles": ("rbac.authorization.k8s.io/v1", "Role"),
+    "rolebindings": ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+}
+
+
+class ChildConflict(RuntimeError):
+    """A child's name is taken by an object this job does not own."""
+
+
+def load_api_client() -> client.ApiClient:
+    """In-cluster service account when running in a pod, else $KUBECONFIG / ~/.kube/config."""
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+    return client.ApiClient()
+
+
+class Kube:
+    """Thin, synchronous access to what the operator reads and writes; every object is a plain dict."""
+
+    def __init__(self, api_client: client.ApiClient) -> None:
+        self.api_client = api_client
+        self.dynamic = DynamicClient(api_client)
+        self.core = client.CoreV1Api(api_client)
+        self._resources: dict[tuple[str, str], Any] = {}
+
+    def _resource(self, api_version: str, kind: str) -> Any:
+        key = (api_version, kind)
+        if key not in self._resources:
+            self._resources[key] = self.dynamic.resources.get(api_version=api_version, kind=kind)
+        return self._resources[key]
+
+    def get_training(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return dict(self._resource(*TRAINING).get(name=name, namespace=namespace).to_dict())
+        except NotFoundError:
+            return None
+
+    def list_trainings(self) -> list[dict[str, Any]]:
+        return list(self._resource(*TRAINING).get().to_dict().get("items") or [])
+
+    def list_children(self, namespace: str, name: str, uid: str) -> dict[str, list[dict[str, Any]]]:
+        """Objects labelled with the job's name and owned (ownerReferences uid) by it."""
+        selector = f"{LABEL_JOB}={name}"
+        found: dict[str, list[dict[str, Any]]] = {}
+        for field, (api_version, kind) in CHILD_KINDS.items():
+            listing = self._resource(api_version, kind).get(namespace=namespace, label_selector=selector).to_dict()
+            found[field] = [obj for obj in listing.get("items") or [] if _owned_by(obj, uid)]
+        return found
+
+    def create(self, obj: Mapping[str, Any], owner_uid: str) -> None:
+        """Create; an existing object of ours is success (409), one that is not ours is a ChildConflict."""
+        resource = self._resource(obj["apiVersion"], obj["kind"])
+        meta = obj["metadata"]
+        try:
+            resource.create(body=dict(obj), namespace=meta["namespace"])
+        except ConflictError:
+            existing = resource.get(name=meta["name"], namespace=meta["namespace"]).to_dict()
+            if not _owned_by(existing, owner_uid):
+                raise ChildConflict(
+                    f"{obj['kind']} {meta['namespace']}/{meta['name']} exists and is not owned by this "
+                    "DistributedTraining: delete or rename it"
+                ) from None
+
+    def patch(self, obj: Mapping[str, Any]) -> None:
+        resource = self._resource(obj["apiVersion"], obj["kind"])
+        meta = obj["metadata"]
+        resource.patch(
+            body=dict(obj), name=meta["name"], namespace=meta["namespace"], content_type="application/merge-patch+json"
+        )
+
+    def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
+        """Delete, tolerating 404; dependents (a Job's pods) are removed in the background."""
+        try:
+            self._resource(api_version, kind).delete(
+                name=name, namespace=namespace, body={"propagationPolicy": "Background"}
+            )
+        except NotFoundError:
+            pass
+
+    def delete_training(self, namespace: str, name: str) -> None:
+        self.delete(*TRAINING, namespace=namespace, name=name)
+
+    def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        client.CustomObjectsApi(self.api_client).patch_namespaced_custom_object_status(
+            GROUP, VERSION, namespace, PLURAL, name, {"status": dict(status)}
+        )
+
+    def event(self, training: Mapping[str, Any], event_type: str, reason: str, message: str) -> None:
+        """A core/v1 Event on the DistributedTraining; failures to post are logged, never raised."""
+        meta = training["metadata"]
+        now = datetime.now(timezone.utc)
+        body = {
+            "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:12]}", "namespace": meta["namespace"]},
+            "involvedObject": {
+                "apiVersion": training["apiVersion"],
+                "kind": KIND,
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta["uid"],
+            },
+            "type": event_type,
+            "reason": reason,
+            "message": message[:1024],
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+            "source": {"component": "kubetrain-operator"},
+            "reportingComponent": "kubetrain-operator",
+        }
+        try:
+            self.core.create_namespaced_event(meta["namespace"], body)
+        except ApiException as error:
+            log.warning("could not post event %s on %s/%s: %s", reason, meta["namespace"], meta["name"], error.reason)
+
+
+def _owned_by(obj: Mapping[str, Any], uid: str) -> bool:
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return any(ref.get("uid") == uid for ref in refs)

@@ -1,0 +1,43 @@
+"""Phases, condition types and reasons: the words the operator writes to status and events, declared once."""
+
+from __future__ import annotations
+
+# Phases (status.phase)
+PENDING = "Pending"
+STARTING = "Starting"
+RUNNING = "Running"
+RESTARTING = "Restarting"
+SUCCEEDED = "Succeeded"
+FAILED = "Failed"
+SUSPENDED = "Suspended"
+TERMINAL_PHASES = (SUCCEEDED, FAILED)
+
+# Condition types (status.conditions[].type)
+COND_CREATED = "Created"
+COND_WORKERS_READY = "WorkersReady"
+COND_RUNNING = "Running"
+COND_RESTARTING = "Restarting"
+COND_SUSPENDED = "Suspended"
+COND_SUCCEEDED = "Succeeded"
+COND_FAILED = "Failed"
+COND_SCHEDULED = "WorkersScheduled"
+
+# Reasons
+CHILDREN_CREATED = "ChildrenCreated"
+WAITING_FOR_WORKERS = "WaitingForWorkers"
+UNSCHEDULABLE = "Unschedulable"
+WORKERS_READY = "WorkersReady"
+LAUNCHER_CREATED = "LauncherCreated"
+LAUNCHER_RUNNING = "LauncherRunning"
+LAUNCHER_SUCCEEDED = "LauncherSucceeded"
+LAUNCHER_FAILED = "LauncherFailed"
+WORKER_FAILED = "WorkerFailed"
+WORKER_LOST = "WorkerLost"
+IMAGE_PULL_FAILED = "ImagePullFailed"
+BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
+DEADLINE_EXCEEDED = "DeadlineExceeded"
+INVALID_SPEC = "InvalidSpec"
+CHILD_CONFLICT = "ChildConflict"
+SUSPENDED_BY_USER = "SuspendedByUser"
+RESUMED = "Resumed"
+TTL_EXPIRED = "TTLExpired"

@@ -1,0 +1,25 @@
+"""Operator settings, read once from the environment; each with its default and meaning."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Settings:
+    # KUBETRAIN_SYNC_THREADS: jobs reconciled in parallel (each sync is a few blocking API calls).
+    sync_threads: int = 16
+    # KUBETRAIN_ERROR_RETRY_SECONDS: delay before retrying a sync that raised (API down, conflict, ...).
+    error_retry_seconds: float = 5.0
+    # KUBETRAIN_METRICS_PORT: port of the Prometheus /metrics endpoint (0 disables it).
+    metrics_port: int = 0
+
+
+def from_environment(environ: dict[str, str] | None = None) -> Settings:
+    env = os.environ if environ is None else environ
+    return Settings(
+        sync_threads=int(env.get("KUBETRAIN_SYNC_THREADS", Settings.sync_threads)),
+        error_retry_seconds=float(env.get("KUBETRAIN_ERROR_RETRY_SECONDS", Settings.error_retry_seconds)),
+        metrics_port=int(env.get("KUBETRAIN_METRICS_PORT", Settings.metrics_port)),
+    )

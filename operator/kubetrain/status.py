@@ -1,0 +1,130 @@
+"""Pure functions from observed children to what the status says: pod states, failures, phase, conditions."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from kubetrain import reasons
+
+IMAGE_ERRORS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
+CONTAINER_START_ERRORS = ("CreateContainerConfigError", "CreateContainerError", "RunContainerError")
+
+Obj = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why the current attempt cannot go on: names the pod and what happened to it."""
+
+    reason: str
+    message: str
+
+
+def iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def pod_phase(pod: Obj) -> str:
+    return (pod.get("status") or {}).get("phase") or "Pending"
+
+
+def is_terminating(obj: Obj) -> bool:
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def is_ready(pod: Obj) -> bool:
+    if pod_phase(pod) != "Running" or is_terminating(pod):
+        return False
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in _conditions(pod))
+
+
+def unschedulable_message(pod: Obj) -> str | None:
+    """The scheduler's message when it cannot place the pod (e.g. not enough nvidia.com/gpu)."""
+    for condition in _conditions(pod):
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            if condition.get("reason") == "Unschedulable":
+                return condition.get("message") or "no node fits the pod"
+    return None
+
+
+def pod_failure(pod: Obj, role: str) -> Failure | None:
+    """A failure of one pod, named with its reason: exit code, OOMKilled, Evicted, image pull errors."""
+    name = (pod.get("metadata") or {}).get("name", "?")
+    status = pod.get("status") or {}
+    failed_reason = reasons.LAUNCHER_FAILED if role == "launcher" else reasons.WORKER_FAILED
+    for container in status.get("containerStatuses") or []:
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in IMAGE_ERRORS:
+            detail = waiting.get("message") or waiting["reason"]
+            return Failure(reasons.IMAGE_PULL_FAILED, f"{role} pod {name}: {waiting['reason']}: {detail}")
+        if waiting.get("reason") in CONTAINER_START_ERRORS:
+            detail = waiting.get("message") or waiting["reason"]
+            return Failure(failed_reason, f"{role} pod {name}: {waiting['reason']}: {detail}")
+    phase = pod_phase(pod)
+    if phase == "Failed":
+        return Failure(failed_reason, f"{role} pod {name} failed: {_termination(pod)}")
+    if phase == "Succeeded" and role == "worker":
+        return Failure(reasons.WORKER_FAILED, f"worker pod {name} exited before the launcher finished")
+    return None
+
+
+def _termination(pod: Obj) -> str:
+    status = pod.get("status") or {}
+    if status.get("reason"):
+        return f"{status['reason']}: {status.get('message', '').strip()}".rstrip(": ")
+    for container in status.get("containerStatuses") or []:
+        terminated = (container.get("state") or {}).get("terminated")
+        if terminated:
+            reason = terminated.get("reason") or "Error"
+            text = f"{reason} (exit code {terminated.get('exitCode')})"
+            if terminated.get("message"):
+                text += f": {terminated['message'].strip()}"
+            return text
+    return "the pod failed"
+
+
+def job_finished(job: Obj | None) -> str | None:
+    """'Complete' or 'Failed' when a batch Job reached either condition."""
+    if job is None:
+        return None
+    for condition in (job.get("status") or {}).get("conditions") or []:
+        if condition.get("status") == "True" and condition.get("type") in ("Complete", "Failed"):
+            return str(condition["type"])
+    return None
+
+
+def headline_metric(metrics: Mapping[str, Any] | None) -> str | None:
+    """The one metric `kubectl get dtr` shows: validation accuracy first, then accuracy, F1, loss."""
+    if not metrics:
+        return None
+    for key in ("val_accuracy", "accuracy", "val_cluster_accuracy", "cluster_accuracy", "f1", "val_loss", "loss"):
+        value = metrics.get(key)
+        if isinstance(value, int | float):
+            return f"{key}={value:.4f}"
+    key, value = sorted(metrics.items())[0]
+    return f"{key}={value}" if isinstance(value, int | float) else None
+
+
+def merge_conditions(
+    previous: Sequence[Obj], updates: Mapping[str, tuple[str, str, str]], now: datetime
+) -> list[dict[str, Any]]:
+    """Apply {type: (status, reason, message)}; lastTransitionTime moves only when the status flips."""
+    merged: dict[str, dict[str, Any]] = {c["type"]: dict(c) for c in previous if "type" in c}
+    for kind, (state, reason, message) in updates.items():
+        old = merged.get(kind)
+        changed = old is None or old.get("status") != state
+        merged[kind] = {
+            "type": kind,
+            "status": state,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": iso(now) if changed else old.get("lastTransitionTime", iso(now)),  # type: ignore[union-attr]
+        }
+    return list(merged.values())
+
+
+def _conditions(pod: Obj) -> list[Obj]:
+    return list((pod.get("status") or {}).get("conditions") or [])
