@@ -1,0 +1,277 @@
+"""The images install what CI tests, run as non-root, and name only files that exist.
+
+Docker is not needed: every images/*/Dockerfile is parsed (instructions, line continuations, COPY sources and
+destinations) and checked against the repository.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import stat
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from kubetrain.api import parse_job
+from kubetrain.build.launcher import build_launcher_job
+from kubetrain.build.names import ENTRYPOINTS
+from kubetrain.build.pods import RUN_AS_USER, build_worker_pod
+
+REPO = Path(__file__).resolve().parents[2]
+IMAGES = REPO / "images"
+PROGRAMS = ("cifar_mixup", "ucluster", "mnist", "higgs")
+JOBS_REQUIREMENTS = "jobs/requirements.txt"
+OPERATOR_REQUIREMENTS = "operator/requirements.txt"
+CONSTRAINTS = ".ci/constraints.txt"
+
+
+@dataclass(frozen=True)
+class Instruction:
+    keyword: str
+    arguments: str
+    line: int
+
+
+@dataclass(frozen=True)
+class Dockerfile:
+    path: Path
+    instructions: tuple[Instruction, ...]
+
+    def all(self, keyword: str) -> list[Instruction]:
+        return [i for i in self.instructions if i.keyword == keyword]
+
+    def final_stage(self) -> list[Instruction]:
+        starts = [n for n, i in enumerate(self.instructions) if i.keyword == "FROM"]
+        return list(self.instructions[starts[-1] :])
+
+    def copies(self) -> list[tuple[list[str], str]]:
+        """(repository sources, image destination) of every COPY/ADD from the build context."""
+        result = []
+        for instruction in self.all("COPY") + self.all("ADD"):
+            words = [w for w in shlex.split(instruction.arguments) if not w.startswith("--")]
+            if "--from=" in instruction.arguments:
+                continue
+            result.append((words[:-1], words[-1]))
+        return result
+
+    def image_path_source(self, image_path: str) -> str | None:
+        """The repository file an image path was copied from (exact file, or a file inside a copied folder)."""
+        for sources, destination in self.copies():
+            for source in sources:
+                if destination.endswith("/"):
+                    if source.endswith("/") and image_path.startswith(destination):
+                        return source + image_path[len(destination) :]
+                    if image_path == destination + os.path.basename(source):
+                        return source
+                elif image_path == destination:
+                    return source
+        return None
+
+
+def parse_dockerfile(path: Path) -> Dockerfile:
+    instructions: list[Instruction] = []
+    buffer, start = "", 0
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        line = raw.strip()
+        if not buffer and (not line or line.startswith("#")):
+            continue
+        if buffer and line.startswith("#"):
+            continue
+        if not buffer:
+            start = number
+        if line.endswith("\\"):
+            buffer += line[:-1] + " "
+            continue
+        buffer += line
+        keyword, _, arguments = buffer.partition(" ")
+        instructions.append(Instruction(keyword.upper(), arguments.strip(), start))
+        buffer = ""
+    assert not buffer, f"{path}: unterminated line continuation"
+    return Dockerfile(path, tuple(instructions))
+
+
+def dockerfiles() -> dict[str, Dockerfile]:
+    return {path.parent.name: parse_dockerfile(path) for path in sorted(IMAGES.glob("*/Dockerfile"))}
+
+
+def pip_installs(dockerfile: Dockerfile) -> list[list[str]]:
+    """The argument lists of every `pip install` in RUN instructions (split on && and ;)."""
+    found = []
+    for run in dockerfile.all("RUN"):
+        lexer = shlex.shlex(run.arguments, posix=True, punctuation_chars=";&|()")
+        lexer.whitespace_split = True
+        command: list[str] = []
+        for word in [*lexer, ";"]:
+            if word.strip(";&|()"):
+                command.append(word)
+                continue
+            for index in range(len(command) - 1):
+                if command[index].endswith("pip") and command[index + 1] == "install":
+                    found.append(command[index + 2 :])
+            command = []
+    return found
+
+
+def installs_requirements(dockerfile: Dockerfile, requirements: str) -> bool:
+    """Some `pip install` uses `-r` with a copy of `requirements` (or a file derived from it) and `-c` constraints."""
+    copied = {dest for sources, dest in dockerfile.copies() for src in sources if src == requirements}
+    copied |= {
+        dest + os.path.basename(requirements)
+        for sources, dest in dockerfile.copies()
+        if requirements in sources and dest.endswith("/")
+    }
+    constraints = {dest for sources, dest in dockerfile.copies() if CONSTRAINTS in sources}
+    constraints |= {
+        dest + "constraints.txt"
+        for sources, dest in dockerfile.copies()
+        if CONSTRAINTS in sources and dest.endswith("/")
+    }
+    for arguments in pip_installs(dockerfile):
+        pairs = dict(zip(arguments, arguments[1:], strict=False))
+        requirement = pairs.get("-r", "")
+        if requirement in copied and pairs.get("-c") in constraints:
+            return True
+    return False
+
+
+def test_every_image_has_a_dockerfile():
+    assert set(dockerfiles()) == {"base", "operator", *PROGRAMS}
+
+
+@pytest.mark.parametrize("image", ["base", "operator", *PROGRAMS])
+def test_image_runs_as_non_root_user(image):
+    users = [i.arguments.split(":")[0] for i in dockerfiles()[image].final_stage() if i.keyword == "USER"]
+    assert users, f"images/{image}/Dockerfile sets no USER: the container would run as root"
+    assert users[-1] not in ("0", "root"), f"images/{image}/Dockerfile ends as USER {users[-1]}"
+    if image != "operator":
+        assert users[-1] == str(RUN_AS_USER), "pods run as uid 1000 (build.pods.RUN_AS_USER); the image must match"
+
+
+@pytest.mark.parametrize("image", ["base", "operator", *PROGRAMS])
+def test_every_copied_file_exists(image):
+    dockerfile = dockerfiles()[image]
+    for sources, _destination in dockerfile.copies():
+        for source in sources:
+            assert (REPO / source).exists(), f"images/{image}/Dockerfile copies {source}, which does not exist"
+
+
+@pytest.mark.parametrize("image", ["base", "operator", *PROGRAMS])
+def test_dockerignore_keeps_every_copied_file(image):
+    """A pattern such as **/build would silently drop operator/kubetrain/build/ from the image."""
+    ignore = IMAGES / image / "Dockerfile.dockerignore"
+    patterns = [p.strip() for p in ignore.read_text().splitlines() if p.strip() and not p.startswith("#")]
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    for sources, _destination in dockerfiles()[image].copies():
+        for source in sources:
+            for path in [p for p in tracked if p == source or p.startswith(source.rstrip("/") + "/")]:
+                parts = path.split("/")
+                for prefix in ("/".join(parts[: n + 1]) for n in range(len(parts))):
+                    hits = [pattern for pattern in patterns if _ignore_regex(pattern).fullmatch(prefix)]
+                    assert not hits, f"{ignore.name} of {image} excludes {path} (pattern {hits[0]})"
+
+
+def _ignore_regex(pattern: str) -> re.Pattern[str]:
+    """A .dockerignore pattern (Go filepath.Match plus **) as a regex over slash-separated paths."""
+    parts = re.split(r"(\*\*/?|\*|\?)", pattern.strip("/"))
+    wildcards = {"**/": "(.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}
+    return re.compile("".join(wildcards.get(part, re.escape(part)) for part in parts))
+
+
+def test_base_installs_the_pinned_job_requirements_and_builds_horovod_like_ci():
+    base = dockerfiles()["base"]
+    assert installs_requirements(base, JOBS_REQUIREMENTS), (
+        "base must pip install -r jobs/requirements.txt -c constraints"
+    )
+    runs = " ".join(i.arguments for i in base.all("RUN"))
+    assert base.image_path_source("/opt/kubetrain/ci/install-horovod") == ".ci/install-horovod"
+    assert "/opt/kubetrain/ci/install-horovod /opt/venv" in runs, "Horovod must be built by .ci/install-horovod"
+    for tool in ("openmpi-bin", "libopenmpi-dev", "openssh-server", "openssh-client"):
+        assert tool in runs
+
+
+def test_base_gpu_variant_uses_tensorflow_gpu_image_and_nccl():
+    base = dockerfiles()["base"]
+    froms = [i.arguments for i in base.all("FROM")]
+    assert any(f.startswith("tensorflow/tensorflow:2.15") and f.split()[0].endswith("-gpu") for f in froms)
+    assert froms[-1].startswith("base-${VARIANT}")
+    assert any(i.arguments.startswith("VARIANT=cpu") for i in base.all("ARG"))
+    runs = " ".join(i.arguments for i in base.all("RUN"))
+    assert 'if [ "$VARIANT" = gpu ]; then export HOROVOD_GPU_OPERATIONS=NCCL; fi' in runs
+    # the GPU image must not install tensorflow-cpu on top of tensorflow: the pin is rewritten to the same version
+    assert "s/^tensorflow-cpu==/tensorflow==/" in runs
+
+
+def test_operator_installs_the_pinned_operator_requirements():
+    operator = dockerfiles()["operator"]
+    assert installs_requirements(operator, OPERATOR_REQUIREMENTS)
+    installs = pip_installs(operator)
+    assert ["-q", "--no-cache-dir", "--no-deps", "/opt/kubetrain/src/operator"] in installs
+
+
+def test_operator_entrypoint_module_exists():
+    entrypoint = shlex.split(dockerfiles()["operator"].all("ENTRYPOINT")[-1].arguments.strip("[]").replace(",", " "))
+    module = entrypoint[entrypoint.index("-m") + 1]
+    path = REPO / "operator" / Path(*module.split("."))
+    assert path.with_suffix(".py").is_file() or (path / "__init__.py").is_file(), f"no module {module} in operator/"
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_program_image_builds_on_base_and_installs_jobs_without_new_dependencies(program):
+    dockerfile = dockerfiles()[program]
+    args = {
+        i.arguments.split("=")[0]: i.arguments.split("=", 1)[1] for i in dockerfile.all("ARG") if "=" in i.arguments
+    }
+    assert dockerfile.all("FROM")[0].arguments == "${BASE_IMAGE}"
+    assert args["BASE_IMAGE"].startswith("kubetrain/base:")
+    assert dockerfile.image_path_source("/opt/kubetrain/src/jobs/") == "jobs/"
+    assert ["-q", "--no-cache-dir", "--no-deps", "/opt/kubetrain/src/jobs"] in pip_installs(dockerfile)
+    assert (REPO / "jobs" / program / "__init__.py").is_file()
+    cmd = dockerfile.all("CMD")[-1].arguments
+    assert f'"-m", "{program}"' in cmd
+
+
+def _entrypoints_named(dockerfile: Dockerfile) -> set[str]:
+    text = " ".join(i.arguments for i in dockerfile.instructions)
+    return set(re.findall(re.escape(ENTRYPOINTS) + r"/[\w.-]+", text))
+
+
+def test_every_entrypoint_the_base_image_names_is_shipped_and_executable():
+    base = dockerfiles()["base"]
+    named = _entrypoints_named(base)
+    assert {f"{ENTRYPOINTS}/worker", f"{ENTRYPOINTS}/launcher"} <= named
+    for image_path in named:
+        source = base.image_path_source(image_path)
+        assert source, f"base names {image_path} but copies nothing there"
+        assert (REPO / source).is_file(), f"{image_path} comes from {source}, which does not exist"
+        assert os.stat(REPO / source).st_mode & stat.S_IXUSR, f"{source} is not executable"
+
+
+def test_pods_run_entrypoints_the_base_image_ships():
+    """The operator's pods name /opt/kubetrain/entrypoints/<x>: each must come from images/base/entrypoints/."""
+    job = parse_job(
+        {
+            "kind": "DistributedTraining",
+            "metadata": {"name": "demo"},
+            "spec": {"image": "kubetrain/mnist:0.1.0", "command": ["python", "-m", "mnist"], "workers": 2},
+        }
+    )
+    commands = [
+        build_worker_pod(job, 0)["spec"]["containers"][0]["command"][0],
+        build_launcher_job(job)["spec"]["template"]["spec"]["containers"][0]["command"][0],
+    ]
+    base = dockerfiles()["base"]
+    for command in commands:
+        assert command.startswith(ENTRYPOINTS + "/")
+        source = base.image_path_source(command)
+        assert source and (REPO / source).is_file(), f"pods run {command} but the base image does not ship it"
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in (IMAGES / "base" / "entrypoints").iterdir()))
+def test_entrypoint_scripts_are_valid_bash(script):
+    result = subprocess.run(
+        ["bash", "-n", str(IMAGES / "base" / "entrypoints" / script)], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
