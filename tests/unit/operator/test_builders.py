@@ -1,0 +1,211 @@
+"""Pure builders: the objects a user finds in the cluster for one DistributedTraining."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cryptography.hazmat.primitives.serialization import load_ssh_private_key, load_ssh_public_key
+from dtr_bodies import training
+from kubetrain.api import parse_job
+from kubetrain.build.env import job_environment
+from kubetrain.build.hosts import build_hosts_configmap, discover_hosts_script, hostfile
+from kubetrain.build.launcher import build_launcher_job
+from kubetrain.build.pods import build_worker_pod
+from kubetrain.build.rbac import build_role, build_role_binding, build_service_account
+from kubetrain.build.service import build_service
+from kubetrain.build.ssh import build_ssh_secret
+from kubetrain.keys import generate_ssh_keypair
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def every_child(body: dict[str, Any]) -> list[dict[str, Any]]:
+    job = parse_job(body)
+    return [
+        build_ssh_secret(job, generate_ssh_keypair()),
+        build_hosts_configmap(job),
+        build_service(job),
+        build_service_account(job),
+        build_role(job),
+        build_role_binding(job),
+        *(build_worker_pod(job, i) for i in range(job.spec.workers)),
+        build_launcher_job(job),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("workers", "resources", "slots", "expected"),
+    [
+        (2, {"gpusPerWorker": 1}, None, ["cifar-worker-0.cifar.ml.svc slots=1", "cifar-worker-1.cifar.ml.svc slots=1"]),
+        (1, {"gpusPerWorker": 4}, None, ["cifar-worker-0.cifar.ml.svc slots=4"]),
+        (3, {}, 2, [f"cifar-worker-{i}.cifar.ml.svc slots=2" for i in range(3)]),
+    ],
+)
+def test_hostfile_lists_every_worker_with_its_slots(
+    workers: int, resources: dict[str, Any], slots: int | None, expected: list[str]
+) -> None:
+    overrides: dict[str, Any] = {"workers": workers, "resources": resources}
+    if slots:
+        overrides["slotsPerWorker"] = slots
+    job = parse_job(training(**overrides))
+    assert hostfile(job).splitlines() == expected
+    script_lines = [line for line in discover_hosts_script(job).splitlines() if line.startswith("echo ")]
+    assert script_lines == [f"echo {line.replace(' slots=', ':')}" for line in expected]
+
+
+@pytest.mark.parametrize(("gpus", "limit"), [(0, None), (1, 1), (8, 8)])
+def test_gpus_are_limits_on_workers_only(gpus: int, limit: int | None) -> None:
+    job = parse_job(training(resources={"gpusPerWorker": gpus, "cpu": "4", "memory": "16Gi"}))
+    worker = build_worker_pod(job, 0)["spec"]["containers"][0]
+    assert worker["resources"]["limits"].get("nvidia.com/gpu") == limit
+    assert worker["resources"]["requests"] == {"cpu": "4", "memory": "16Gi"}
+    assert "nvidia.com/gpu" not in worker["resources"].get("requests", {})
+    launcher = build_launcher_job(job)["spec"]["template"]["spec"]["containers"][0]
+    assert "nvidia.com/gpu" not in str(launcher["resources"])
+    assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": ""} in launcher["env"]
+
+
+def test_every_child_is_owned_and_labelled() -> None:
+    for obj in every_child(training()):
+        meta = obj["metadata"]
+        assert meta["namespace"] == "ml"
+        assert meta["labels"]["kubetrain.dev/job-name"] == "cifar", obj["kind"]
+        assert meta["ownerReferences"] == [
+            {
+                "apiVersion": "kubetrain.dev/v1alpha1",
+                "kind": "DistributedTraining",
+                "name": "cifar",
+                "uid": "uid-1",
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+
+
+def test_child_names_are_deterministic_and_unique() -> None:
+    names = [(o["kind"], o["metadata"]["name"]) for o in every_child(training(workers=3))]
+    assert len(names) == len(set(names))
+    assert ("Pod", "cifar-worker-2") in names and ("Job", "cifar-launcher") in names
+    assert names == [(o["kind"], o["metadata"]["name"]) for o in every_child(training(workers=3))]
+
+
+def test_worker_pod_is_reachable_by_its_hostfile_name() -> None:
+    job = parse_job(training())
+    pod = build_worker_pod(job, 1)
+    service = build_service(job)
+    assert pod["spec"]["hostname"] == "cifar-worker-1" and pod["spec"]["subdomain"] == service["metadata"]["name"]
+    assert service["spec"]["clusterIP"] == "None" and service["spec"]["publishNotReadyAddresses"] is True
+    assert all(pod["metadata"]["labels"][k] == v for k, v in service["spec"]["selector"].items())
+    probe = pod["spec"]["containers"][0]["readinessProbe"]
+    assert probe["tcpSocket"]["port"] == 2222
+
+
+def test_volumes_mount_data_read_only_and_checkpoints_writable() -> None:
+    job = parse_job(training())
+    spec = build_worker_pod(job, 0)["spec"]
+    mounts = {m["name"]: m for m in spec["containers"][0]["volumeMounts"]}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert mounts["data"]["readOnly"] is True and volumes["data"]["persistentVolumeClaim"]["claimName"] == "hdf5-data"
+    assert "readOnly" not in mounts["checkpoint"] or mounts["checkpoint"]["readOnly"] is False
+    assert volumes["checkpoint"]["persistentVolumeClaim"] == {"claimName": "checkpoints", "readOnly": False}
+    assert volumes["ssh"]["secret"]["defaultMode"] == 0o400
+    assert job_environment(job)["KUBETRAIN_CHECKPOINT_DIR"] == "/checkpoints/ml/cifar"
+
+
+def test_environment_contract_is_forwarded_to_every_rank() -> None:
+    job = parse_job(training(env=[{"name": "TF_CPP_MIN_LOG_LEVEL", "value": "2"}]))
+    env = job_environment(job)
+    forwarded = env["KUBETRAIN_FORWARD_ENV"].split()
+    assert set(env) <= set(forwarded)
+    assert "TF_CPP_MIN_LOG_LEVEL" in forwarded and "KUBERNETES_SERVICE_HOST" in forwarded
+    assert env["KUBETRAIN_NUM_PROCESSES"] == "2"
+    launcher = build_launcher_job(job)["spec"]["template"]["spec"]["containers"][0]
+    assert launcher["command"] == [
+        "/opt/kubetrain/entrypoints/launcher",
+        "python",
+        "-m",
+        "cifar_mixup",
+        "--epochs",
+        "30",
+    ]
+
+
+def test_ssh_secret_holds_a_fresh_valid_key_pair_per_job() -> None:
+    job = parse_job(training())
+    first, second = build_ssh_secret(job, generate_ssh_keypair()), build_ssh_secret(job, generate_ssh_keypair())
+    data = first["stringData"]
+    private = load_ssh_private_key(data["id_ed25519"].encode(), password=None)
+    public = load_ssh_public_key(data["id_ed25519.pub"].encode())
+    assert private.public_key().public_bytes_raw() == public.public_bytes_raw()  # type: ignore[union-attr]
+    assert data["authorized_keys"] == data["id_ed25519.pub"]
+    assert "Port 2222" in data["ssh_config"]
+    assert second["stringData"]["id_ed25519"] != data["id_ed25519"]
+
+
+def test_job_role_may_only_patch_its_own_status() -> None:
+    job = parse_job(training())
+    assert build_role(job)["rules"] == [
+        {
+            "apiGroups": ["kubetrain.dev"],
+            "resources": ["distributedtrainings/status"],
+            "resourceNames": ["cifar"],
+            "verbs": ["get", "patch"],
+        }
+    ]
+    binding = build_role_binding(job)
+    assert binding["subjects"][0]["name"] == build_service_account(job)["metadata"]["name"]
+    launcher_spec = build_launcher_job(job)["spec"]["template"]["spec"]
+    assert launcher_spec["automountServiceAccountToken"] is False
+
+
+def test_pod_template_merges_into_every_pod_but_cannot_steal_labels() -> None:
+    template = {
+        "metadata": {"annotations": {"team": "physics"}, "labels": {"kubetrain.dev/job-name": "other", "tier": "gpu"}},
+        "spec": {
+            "containers": [{"name": "worker", "securityContext": {"readOnlyRootFilesystem": False}}],
+            "volumes": [{"name": "scratch", "emptyDir": {}}],
+            "imagePullSecrets": [{"name": "registry"}],
+        },
+    }
+    job = parse_job(training(podTemplate=template))
+    pod = build_worker_pod(job, 0)
+    assert pod["metadata"]["labels"]["kubetrain.dev/job-name"] == "cifar"
+    assert pod["metadata"]["labels"]["tier"] == "gpu"
+    assert pod["metadata"]["annotations"] == {"team": "physics"}
+    container = pod["spec"]["containers"][0]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is False
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert [v["name"] for v in pod["spec"]["volumes"]][-1] == "scratch"
+    launcher = build_launcher_job(job)["spec"]["template"]
+    assert launcher["spec"]["imagePullSecrets"] == [{"name": "registry"}]
+
+
+def test_pods_run_as_non_root_without_privilege_escalation() -> None:
+    job = parse_job(training())
+    for pod_spec in (build_worker_pod(job, 0)["spec"], build_launcher_job(job)["spec"]["template"]["spec"]):
+        assert pod_spec["securityContext"]["runAsNonRoot"] is True
+        container = pod_spec["containers"][0]
+        assert container["securityContext"]["allowPrivilegeEscalation"] is False
+        assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+
+
+@pytest.mark.parametrize(
+    ("golden", "build"),
+    [
+        ("worker-pod.yaml", lambda job: build_worker_pod(job, 1, attempt=2)),
+        ("launcher-job.yaml", lambda job: build_launcher_job(job, attempt=2)),
+    ],
+)
+def test_golden_manifests(golden: str, build: Any) -> None:
+    """Whole objects, reviewed by hand; regenerate with KUBETRAIN_UPDATE_GOLDEN=1 after an intended change."""
+    import os
+
+    job = parse_job(training(env=[{"name": "TF_CPP_MIN_LOG_LEVEL", "value": "2"}]))
+    rendered = yaml.safe_dump(build(job), sort_keys=True)
+    path = GOLDEN / golden
+    if os.environ.get("KUBETRAIN_UPDATE_GOLDEN"):
+        path.write_text(rendered)
+    assert rendered == path.read_text()
