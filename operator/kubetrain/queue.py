@@ -6,6 +6,8 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from kubetrain.metrics import SYNC_ERRORS, SYNC_SECONDS
+
 log = logging.getLogger(__name__)
 Key = tuple[str, str]  # (namespace, name)
 
@@ -45,8 +47,10 @@ class SyncQueue:
 
     async def _run(self, key: Key) -> float | None:
         try:
-            return await asyncio.to_thread(self._sync, *key)
+            with SYNC_SECONDS.time():
+                return await asyncio.to_thread(self._sync, *key)
         except Exception:  # the operator never dies on one job: log it and retry later
+            SYNC_ERRORS.inc()
             log.exception("sync of %s/%s failed; retrying in %.0fs", key[0], key[1], self._error_retry)
             return self._error_retry
 

@@ -11,6 +11,7 @@ from kubetrain.api import Job, SpecError, parse_job
 from kubetrain.build.ssh import build_ssh_secret
 from kubetrain.keys import generate_ssh_keypair
 from kubetrain.kube import ChildConflict, Kube
+from kubetrain.metrics import record_transition
 from kubetrain.plan import (
     Children,
     Create,
@@ -79,6 +80,7 @@ def _write_status(kube: Kube, body: dict[str, Any], old: dict[str, Any], new: di
     if new and status_changed(old, new):
         meta = body["metadata"]
         kube.patch_status(meta["namespace"], meta["name"], {**new, "observedGeneration": meta.get("generation")})
+        record_transition(old.get("phase"), new.get("phase"))
 
 
 def _reject(kube: Kube, body: dict[str, Any], status: dict[str, Any], error: SpecError, now: datetime) -> None:
