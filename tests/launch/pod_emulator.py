@@ -1,0 +1,140 @@
+"""Run the containers of the operator's pod objects on netns hosts, doing what kubelet does for them.
+
+- Secret and ConfigMap volumes are written the way kubelet's atomic writer lays them out (`..data` symlink to a
+  timestamped folder, one symlink per key) with the volume's defaultMode; with an fsGroup the files belong to that group
+  and are group-readable, as kubelet makes them.
+- emptyDir volumes are fresh folders; PersistentVolumeClaims map to folders the test shares between pods.
+- There is no mount namespace per container: a path under a mountPath in the container's env or command is rewritten
+  to the folder backing that mount, and /opt/kubetrain/entrypoints/ points at images/base/entrypoints/. The job's
+  data and checkpoint paths are rewritten in every pod, also in the launcher that does not mount them: it forwards
+  them to the ranks (`mpirun -x`), which in a cluster is harmless because every pod sees the same path.
+- The container runs as the pod's runAsUser/runAsGroup with fsGroup as a supplementary group, unless the test asks for
+  root (the Python environment here lives under /root, which uid 1000 cannot read).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubetrain.build.names import ENTRYPOINTS
+from netns_hosts import Host, Network
+
+REPO = Path(__file__).resolve().parents[2]
+ENTRYPOINTS_SOURCE = REPO / "images" / "base" / "entrypoints"
+# The image's PATH: the Python environment first (here: the one running the tests), then the system's.
+IMAGE_PATH = f"{Path(sys.executable).parent}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+@dataclass
+class Container:
+    """A started container: its process, log file and the folders backing its mounts."""
+
+    name: str
+    host: Host
+    process: Any
+    log_path: Path
+    mounts: dict[str, Path] = field(default_factory=dict)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def wait(self, timeout: float) -> int:
+        return self.process.wait(timeout=timeout)
+
+
+class Kubelet:
+    """Starts pods built by kubetrain's builders on hosts of a `Network`."""
+
+    def __init__(self, network: Network, root: Path, objects: Sequence[Mapping[str, Any]], claims: Mapping[str, Path],
+                 job_paths: Mapping[str, Path], *, as_pod_user: bool) -> None:  # fmt: skip
+        self.network = network
+        self.root = root
+        self.objects = {(o["kind"], o["metadata"]["name"]): o for o in objects}
+        self.claims = dict(claims)
+        self.job_paths = dict(job_paths)
+        self.as_pod_user = as_pod_user
+        self.containers: list[Container] = []
+        self._starts = 0
+
+    def start(self, host: Host, pod: Mapping[str, Any], extra_env: Mapping[str, str] | None = None) -> Container:
+        """Start the first container of `pod` (a Pod, or a batch Job's pod template) on `host`."""
+        self._starts += 1
+        spec = pod["spec"]["template"]["spec"] if pod["kind"] == "Job" else pod["spec"]
+        container = spec["containers"][0]
+        pod_dir = self.root / f"{pod['metadata']['name']}-{self._starts}"
+        pod_dir.mkdir(parents=True)
+        security = spec.get("securityContext", {})
+        fs_group = security.get("fsGroup") if self.as_pod_user else None
+        volumes = {v["name"]: self._volume(v, pod_dir / "volumes" / v["name"], fs_group) for v in spec["volumes"]}
+        mounts = {**self.job_paths, **{m["mountPath"]: volumes[m["name"]] for m in container.get("volumeMounts", [])}}
+        mounts[ENTRYPOINTS] = ENTRYPOINTS_SOURCE
+
+        env = {"PATH": IMAGE_PATH, "LANG": "C.UTF-8"}
+        for entry in container.get("env", []):
+            if "valueFrom" in entry:
+                raise ValueError(f"{entry['name']}: valueFrom is not emulated")
+            env[entry["name"]] = rewrite(entry.get("value", ""), mounts)
+        env.update(extra_env or {})
+        argv = [rewrite(part, mounts) for part in [*container.get("command", []), *container.get("args", [])]]
+        user: dict[str, Any] = {}
+        if self.as_pod_user:
+            uid = security.get("runAsUser", 0)
+            user = {"uid": uid, "gid": security.get("runAsGroup", 0), "groups": [fs_group] if fs_group else []}
+        log_path = pod_dir / "log"
+        with open(log_path, "w") as log:
+            process = self.network.spawn(host, argv, env, log, cwd=str(pod_dir), **user)
+        started = Container(pod["metadata"]["name"], host, process, log_path, mounts)
+        self.containers.append(started)
+        return started
+
+    def _volume(self, volume: Mapping[str, Any], path: Path, fs_group: int | None) -> Path:
+        if "persistentVolumeClaim" in volume:
+            return self.claims[volume["persistentVolumeClaim"]["claimName"]]
+        if "emptyDir" in volume:
+            path.mkdir(parents=True)
+            path.chmod(0o777)
+            return path
+        if "secret" in volume:
+            source = volume["secret"]
+            secret = self.objects[("Secret", source["secretName"])]
+            files = {k: base64.b64decode(v).decode() for k, v in secret.get("data", {}).items()}
+            files.update(secret.get("stringData", {}))
+            return write_atomic_volume(path, files, source.get("defaultMode", 0o644), fs_group)
+        if "configMap" in volume:
+            source = volume["configMap"]
+            config = self.objects[("ConfigMap", source["name"])]
+            return write_atomic_volume(path, config["data"], source.get("defaultMode", 0o644), fs_group)
+        raise ValueError(f"volume {volume['name']}: kind not emulated")
+
+
+def rewrite(value: str, mounts: Mapping[str, Path]) -> str:
+    """A container path under a mount, as the path of the folder backing it (longest mountPath wins)."""
+    for mount_path in sorted(mounts, key=len, reverse=True):
+        if value == mount_path or value.startswith(mount_path.rstrip("/") + "/"):
+            return str(mounts[mount_path]) + value[len(mount_path.rstrip("/")) :]
+    return value
+
+
+def write_atomic_volume(path: Path, files: Mapping[str, str], mode: int, fs_group: int | None) -> Path:
+    """kubelet's layout: <path>/..<stamp>/<key> files, <path>/..data -> that folder, <path>/<key> -> ..data/<key>."""
+    stamp = time.strftime("..%Y_%m_%d_%H_%M_%S.") + str(time.monotonic_ns() % 10**9)
+    payload = path / stamp
+    payload.mkdir(parents=True)
+    if fs_group is not None:
+        mode |= 0o440  # kubelet makes read-only volume files group-readable for the fsGroup
+    for key, text in files.items():
+        (payload / key).write_text(text)
+        os.chown(payload / key, 0, fs_group or 0)
+        (payload / key).chmod(mode)
+        (path / key).symlink_to(Path("..data") / key)
+    (path / "..data").symlink_to(stamp)
+    for folder in (path, payload):
+        folder.chmod(0o755)
+    return path

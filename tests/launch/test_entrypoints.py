@@ -1,0 +1,93 @@
+"""The worker and launcher entrypoints across hosts: ssh set up from the operator's Secret, hostfile and environment."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+from conftest import job_body
+from kubetrain.build.names import worker_hostname
+
+pytestmark = pytest.mark.launch
+
+REPORT = [
+    "sh",
+    "-c",
+    'echo "rank $OMPI_COMM_WORLD_RANK of $OMPI_COMM_WORLD_SIZE on $(hostname) uid $(id -u) '
+    'job $KUBETRAIN_JOB_NAME checkpoints $KUBETRAIN_CHECKPOINT_DIR"',
+]
+
+
+def wait_for_log(container, pattern: str, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not re.search(pattern, container.log()):
+        assert container.process.poll() is None, f"{container.name} exited:\n{container.log()}"
+        assert time.monotonic() < deadline, f"{container.name} never logged {pattern!r}:\n{container.log()}"
+        time.sleep(0.1)
+
+
+def ranks(output: str) -> set[str]:
+    return {line.split(" uid ")[0] for line in output.splitlines() if line.startswith("rank ")}
+
+
+IMAGE_USER = "kubetrain:x:1000:1000:kubetrain:/home/kubetrain:/bin/bash"
+ARBITRARY_UID = {"spec": {"securityContext": {"runAsUser": 4242, "runAsGroup": 0, "fsGroup": 0}}}
+
+
+@pytest.mark.parametrize(
+    ("user", "pod_template", "uid"),
+    [("root", None, "0"), ("image user", None, "1000"), ("arbitrary uid, gid 0", ARBITRARY_UID, "4242")],
+)
+def test_launcher_runs_one_rank_on_each_worker(deploy, user, pod_template, uid):
+    """As root, as the pods' uid 1000, and as an uid the image does not know (OpenShift-style, group 0)."""
+    cluster = deploy(job_body("hello", REPORT, pod_template=pod_template), as_pod_user=user != "root")
+    if user != "root":
+        cluster.network.install_passwd([IMAGE_USER], writable_by_root_group=True)
+    for index in range(2):
+        wait_for_log(cluster.start_worker(index), "Server listening on 0.0.0.0 port 2222")
+    launcher = cluster.start_launcher()
+    assert launcher.wait(timeout=60) == 0, launcher.log()
+    output = launcher.log()
+    # --map-by slot fills the hostfile in order: rank 0 on worker 0
+    assert ranks(output) == {"rank 0 of 2 on hello-worker-0", "rank 1 of 2 on hello-worker-1"}, output
+    for line in (line for line in output.splitlines() if line.startswith("rank ")):
+        assert f" uid {uid} job hello checkpoints {cluster.checkpoint_dir}" in line
+    for worker in cluster.workers.values():
+        assert re.search(r"Accepted publickey for \S+ from " + re.escape(cluster.launcher_host.address), worker.log())
+        assert f"as uid {uid}" in worker.log()
+
+
+def test_launcher_waits_for_a_worker_whose_name_and_sshd_come_late(deploy):
+    """DNS not resolving yet and sshd not listening yet are both retried within the bound."""
+    cluster = deploy(job_body("late", REPORT, wait_seconds=60))
+    late = cluster.worker_hosts[1]
+    cluster.network.hide(late)
+    wait_for_log(cluster.start_worker(0), "Server listening")
+    launcher = cluster.start_launcher()
+    wait_for_log(launcher, "waiting up to 60s")
+    time.sleep(3)
+    assert launcher.process.poll() is None, launcher.log()
+    cluster.network.reveal(late)
+    time.sleep(2)
+    cluster.start_worker(1)
+    assert launcher.wait(timeout=60) == 0, launcher.log()
+    assert len(ranks(launcher.log())) == 2, launcher.log()
+    assert f"worker {worker_hostname(cluster.job, 1)} accepts ssh" in launcher.log()
+
+
+def test_worker_that_never_starts_fails_the_launcher_within_the_bound(deploy):
+    cluster = deploy(job_body("lonely", REPORT, wait_seconds=6))
+    wait_for_log(cluster.start_worker(0), "Server listening")
+    started = time.monotonic()
+    launcher = cluster.start_launcher()
+    code = launcher.wait(timeout=30)
+    elapsed = time.monotonic() - started
+    output = launcher.log()
+    assert code == 3, output
+    assert elapsed < 6 + 6, f"took {elapsed:.1f}s for a 6s bound"
+    missing, present = worker_hostname(cluster.job, 1), worker_hostname(cluster.job, 0)
+    assert f"worker {missing} did not accept ssh on port 2222 within 6s" in output
+    assert "Connection refused" in output
+    assert f"giving up on worker(s) {missing} after 6s" in output
+    assert f"worker {present} accepts ssh" in output and "rank " not in output
