@@ -26,18 +26,22 @@ def staircase_learning_rate(
     """base_rate * decay_rate ** floor(samples / decay_step), clipped below at LEARNING_RATE_CLIP (float32)."""
     decays = _decay_count(step, samples_per_step, decay_step)
     rate = float(base_rate) * tf.pow(tf.constant(decay_rate, tf.float64), decays)
-    return tf.cast(tf.maximum(rate, LEARNING_RATE_CLIP), tf.float32)
+    return tf.cast(tf.maximum(rate, tf.constant(LEARNING_RATE_CLIP, tf.float64)), tf.float32)
 
 
 def batch_norm_momentum(step: tf.Tensor, samples_per_step: int, decay_step: int) -> tf.Tensor:
     """min(BN_DECAY_CLIP, 1 - BN_INIT_DECAY * BN_DECAY_DECAY_RATE ** floor(samples / decay_step)) (float32)."""
     decays = _decay_count(step, samples_per_step, decay_step)
     remaining = BN_INIT_DECAY * tf.pow(tf.constant(BN_DECAY_DECAY_RATE, tf.float64), decays)
-    return tf.cast(tf.minimum(BN_DECAY_CLIP, 1.0 - remaining), tf.float32)
+    return tf.cast(tf.minimum(tf.constant(BN_DECAY_CLIP, tf.float64), 1.0 - remaining), tf.float32)
 
 
+@tf.keras.utils.register_keras_serializable(package="ucluster")
 class StaircaseLearningRate(tf.keras.optimizers.schedules.LearningRateSchedule):
-    """Keras schedule form of `staircase_learning_rate` (the optimizer passes its iteration count)."""
+    """Keras schedule form of `staircase_learning_rate` (the optimizer passes its iteration count).
+
+    Registered because Horovod's DistributedOptimizer rebuilds the optimizer from its config.
+    """
 
     def __init__(self, base_rate: float, samples_per_step: int, decay_step: int, decay_rate: float) -> None:
         self.base_rate = base_rate

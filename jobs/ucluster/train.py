@@ -1,0 +1,161 @@
+"""`python -m ucluster`: UCluster training under Horovod, one process per rank.
+
+Epochs are counted from 1. Epochs 1..P (P = --epochs-pretrain) train the classifier alone; after epoch P, k-means on
+the embeddings initialises the centroids; epochs P+1.. train classification + k-means loss with alpha = 2 (epoch - P).
+Every epoch ends with an evaluation on the test files (each rank its own block; losses and confusion counts summed over
+ranks before the Hungarian matching) and, on rank 0, a checkpoint (weights incl. centroids, optimizer state), the
+history files and a progress report. A restarted run resumes after the latest checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import tensorflow as tf
+from trainlib import distributed
+from trainlib.cli import resolve_checkpoint_dir, setup_logging
+from trainlib.custom_loop import EpochRecorder
+from trainlib.distributed import WorkerContext
+from trainlib.errors import TrainingInputError
+from trainlib.hdf5_input import RankInput
+from trainlib.resume import restore_and_broadcast
+
+from ucluster.cli import build_parser
+from ucluster.clustering import initialise_centroids
+from ucluster.data import rank_input, validate_split
+from ucluster.metrics import confusion_counts, matched_accuracy
+from ucluster.model import GapNetConfig, build_gapnet
+from ucluster.schedules import StaircaseLearningRate, alpha_for_epoch, batch_norm_momentum
+from ucluster.steps import UClusterSteps
+
+log = logging.getLogger("ucluster")
+
+
+@dataclass
+class Inputs:
+    train: RankInput
+    test: RankInput
+    train_for_kmeans: RankInput
+
+
+def model_config(args: argparse.Namespace) -> GapNetConfig:
+    if args.neighbors > args.num_point:
+        raise TrainingInputError(f"--neighbors {args.neighbors} exceeds --num-point {args.num_point}")
+    return GapNetConfig(num_points=args.num_point, num_features=args.nfeat, num_classes=args.ncat,
+                        embedding_dim=args.max_dim, num_clusters=args.n_clusters, neighbors=args.neighbors,
+                        attention_heads=args.attention_heads, edge_widths=args.edge_widths,
+                        conv_widths=args.conv_widths, dense_widths=args.dense_widths)
+
+
+def load_inputs(args: argparse.Namespace, context: WorkerContext) -> Inputs:
+    """Validate both file lists, then build this rank's pipelines."""
+    shape = dict(num_points=args.num_point, num_features=args.nfeat, num_classes=args.ncat,
+                 num_clusters=args.n_clusters)
+    train_files = validate_split(args.data_dir, args.train_list, **shape)
+    test_files = validate_split(args.data_dir, args.test_list, **shape)
+    common = dict(rank=context.rank, size=context.size, batch_size=args.batch_size)
+    return Inputs(train=rank_input(train_files, training=True, seed=args.seed, **common),
+                  test=rank_input(test_files, training=False, **common),
+                  train_for_kmeans=rank_input(train_files, training=False, **common))
+
+
+def build_optimizer(args: argparse.Namespace, size: int) -> tf.keras.optimizers.legacy.Optimizer:
+    """Adam (or momentum SGD) at lr x size on the reference's staircase, wrapped to average gradients over ranks."""
+    schedule = StaircaseLearningRate(distributed.scaled_learning_rate(args.learning_rate, size),
+                                     samples_per_step=args.batch_size * size, decay_step=args.decay_step,
+                                     decay_rate=args.decay_rate)
+    if args.optimizer == "momentum":
+        optimizer = tf.keras.optimizers.legacy.SGD(schedule, momentum=args.momentum)
+    else:
+        optimizer = tf.keras.optimizers.legacy.Adam(schedule)
+    return distributed.distributed_optimizer(optimizer)
+
+
+def train_epoch(steps: UClusterSteps, train: RankInput, full: bool, alpha: float, num_clusters: int) -> dict:
+    """One pass over this rank's block; metrics averaged over ranks (cluster counts summed)."""
+    class_sum = kmeans_sum = 0.0
+    counts = np.zeros((num_clusters, num_clusters), dtype=np.int64)
+    for points, classes, clusters in train.dataset.take(train.steps):
+        if full:
+            class_loss, cluster_loss, assigned = steps.full_step(points, classes, tf.constant(alpha, tf.float32))
+            kmeans_sum += float(cluster_loss)
+            counts += confusion_counts(clusters.numpy(), assigned.numpy(), num_clusters)
+        else:
+            class_loss = steps.pretrain_step(points, classes)
+        class_sum += float(class_loss)
+    means = distributed.allreduce_mean(np.array([class_sum, kmeans_sum]) / train.steps)
+    metrics = {"class_loss": float(means[0])}
+    if full:
+        metrics["kmeans_loss"] = float(means[1])
+        metrics["cluster_accuracy"] = matched_accuracy(distributed.allreduce_sum(counts))
+    metrics["loss"] = sum(value for key, value in metrics.items() if key.endswith("_loss"))
+    return metrics
+
+
+def evaluate(steps: UClusterSteps, test: RankInput, with_clusters: bool, alpha: float, num_clusters: int) -> dict:
+    """Losses and Hungarian cluster accuracy over every rank's test block (counts summed before matching)."""
+    sums = np.zeros(3)  # focal loss, k-means loss, jets
+    counts = np.zeros((num_clusters, num_clusters), dtype=np.int64)
+    for points, classes, clusters in test.dataset.take(test.steps):
+        class_loss, cluster_loss, assigned, _ = steps.evaluate(points, classes, tf.constant(alpha, tf.float32))
+        sums += [float(class_loss), float(cluster_loss), len(classes)]
+        counts += confusion_counts(clusters.numpy(), assigned.numpy(), num_clusters)
+    sums = distributed.allreduce_sum(sums)
+    metrics = {"val_class_loss": sums[0] / sums[2]}
+    if with_clusters:
+        metrics["val_kmeans_loss"] = sums[1] / sums[2]
+        metrics["val_cluster_accuracy"] = matched_accuracy(distributed.allreduce_sum(counts))
+    metrics["val_loss"] = sum(value for key, value in metrics.items() if key.endswith("_loss"))
+    return {key: float(value) for key, value in metrics.items()}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    context = distributed.init_horovod()
+    setup_logging(context.rank)
+    if args.seed is not None:
+        tf.keras.utils.set_random_seed(args.seed + context.rank)
+    config = model_config(args)
+    inputs = load_inputs(args, context)
+    checkpoint_dir = resolve_checkpoint_dir(args.checkpoint_dir, "ucluster")
+
+    model = build_gapnet(config)
+    optimizer = build_optimizer(args, context.size)
+    optimizer._create_all_weights(model.trainable_variables)  # slots exist before restore and broadcast
+    steps = UClusterSteps(model, optimizer, samples_per_step=args.batch_size * context.size,
+                          decay_step=args.decay_step, weight_decay=args.wd)
+    variables = {"model": list(model.weights), "optimizer": list(optimizer.variables())}
+    recorder = EpochRecorder.for_rank(context, checkpoint_dir, args.keep_checkpoints, "UCluster", args.epochs,
+                                      inputs.train.steps)
+    start = restore_and_broadcast(context, recorder.manager if recorder else None, variables)
+    if recorder:
+        recorder.resume_at(start)
+        log.info("%d ranks, %d training steps per epoch, %d trainable weights, checkpoints in %s", context.size,
+                 inputs.train.steps, sum(int(np.prod(v.shape)) for v in model.trainable_variables), checkpoint_dir)
+
+    pretrain = args.epochs_pretrain
+    if start == 0 and pretrain == 0:
+        initialise_centroids(context, steps, inputs.train_for_kmeans, args.kmeans_samples, args.seed)
+    for epoch in range(start + 1, args.epochs + 1):
+        began = time.monotonic()
+        full = epoch > pretrain
+        alpha = alpha_for_epoch(epoch - 1, pretrain) if full else 0.0
+        metrics = train_epoch(steps, inputs.train, full, alpha, config.num_clusters)
+        if epoch == pretrain:
+            initialise_centroids(context, steps, inputs.train_for_kmeans, args.kmeans_samples, args.seed)
+        eval_alpha = alpha if full else 2.0
+        metrics.update(evaluate(steps, inputs.test, epoch >= pretrain, eval_alpha, config.num_clusters))
+        step = int(optimizer.iterations.numpy())
+        metrics.update(alpha=alpha, learning_rate=float(optimizer.learning_rate(step)),
+                       bn_momentum=float(batch_norm_momentum(step, args.batch_size * context.size, args.decay_step)),
+                       seconds=time.monotonic() - began)
+        if recorder:
+            recorder.record(epoch, metrics, variables)
+    if context.is_chief:
+        log.info("done: %d epochs, checkpoints in %s", args.epochs, checkpoint_dir)
+    return 0
