@@ -83,7 +83,9 @@ def setup_logging(rank: int) -> None:
     """Rank 0 logs at INFO; other ranks only warnings and errors, so the job log reads like one process."""
     logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING,
                         format=f"%(asctime)s rank{rank} %(levelname)s %(name)s: %(message)s", force=True)
-    logging.getLogger("tensorflow").propagate = False  # TensorFlow prints its own records; don't print them twice
+    tf_logger = logging.getLogger("tensorflow")
+    tf_logger.propagate = False  # TensorFlow prints its own records; do not print them twice
+    tf_logger.setLevel(logging.WARNING)
 
 
 def run_main(main: Callable[[Sequence[str] | None], int | None], program: str,

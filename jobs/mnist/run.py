@@ -1,0 +1,46 @@
+"""mnist with Horovod: one process per rank, each reading its own block of the HDF5 files."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+import tensorflow as tf
+from trainlib import distributed
+from trainlib.cli import setup_logging
+from trainlib.hdf5_files import FileInfo
+from trainlib.hdf5_input import make_dataset
+from trainlib.keras_training import fit_distributed
+
+from mnist.data import IMAGES, LABELS
+from mnist.model import build_cnn, preprocessing
+
+log = logging.getLogger("mnist")
+
+
+def train_horovod(args: argparse.Namespace, train_info: FileInfo, test_info: FileInfo, checkpoint_dir: str) -> int:
+    context = distributed.init_horovod()
+    setup_logging(context.rank)
+    if args.seed is not None:
+        tf.keras.utils.set_random_seed(args.seed + context.rank)
+    names = [IMAGES, LABELS]
+    train_input = make_dataset([train_info], names, rank=context.rank, size=context.size, batch_size=args.batch_size,
+                               training=True, preprocess=preprocessing, shuffle_buffer=args.shuffle_buffer,
+                               seed=args.seed)
+    test_input = make_dataset([test_info], names, rank=context.rank, size=context.size, batch_size=args.batch_size,
+                              training=False, preprocess=preprocessing)
+    if context.is_chief:
+        log.info("horovod with %d ranks; per rank %d training rows (%d steps), %d held-out rows", context.size,
+                 train_input.rows, train_input.steps, test_input.rows)
+    model = build_cnn((*train_info.row_shapes[IMAGES], 1))
+    learning_rate = distributed.scaled_learning_rate(args.learning_rate, context.size)
+    optimizer = distributed.distributed_optimizer(tf.keras.optimizers.legacy.Adam(learning_rate=learning_rate))
+    model.compile(optimizer=optimizer, loss="categorical_crossentropy", metrics=["accuracy"])
+    fit_distributed(context, model, train_input, test_input, epochs=args.epochs, initial_lr=learning_rate,
+                    warmup_epochs=args.warmup_epochs, checkpoint_dir=checkpoint_dir,
+                    keep_checkpoints=args.keep_checkpoints, title=f"mnist (horovod, {context.size} ranks)")
+    loss, accuracy = model.evaluate(test_input.dataset, steps=test_input.steps, verbose=0)
+    loss, accuracy = distributed.allreduce_mean([loss, accuracy], name="held_out_evaluation")
+    if context.is_chief:
+        log.info("held-out accuracy %.4f, loss %.4f", accuracy, loss)
+    return 0
