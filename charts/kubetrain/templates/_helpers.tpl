@@ -1,0 +1,105 @@
+{{/* Names and labels shared by every template. */}}
+
+{{- define "kubetrain.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* "<release>-kubetrain", or the release name when it already contains the chart name; 52 characters at most so
+     suffixes such as "-metrics" still fit a 63-character name. */}}
+{{- define "kubetrain.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 52 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "kubetrain.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels that select the operator pod; never change between upgrades. */}}
+{{- define "kubetrain.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "kubetrain.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end }}
+
+{{- define "kubetrain.labels" -}}
+helm.sh/chart: {{ include "kubetrain.chart" . }}
+{{ include "kubetrain.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: kubetrain
+{{- end }}
+
+{{- define "kubetrain.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "kubetrain.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name: name the existing ServiceAccount the operator runs as (serviceAccount.create is false)" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "kubetrain.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* kopf's arguments: the namespaces to watch, the health endpoint, logging. */}}
+{{- define "kubetrain.operatorArgs" -}}
+{{- if .Values.watch.namespaces }}
+{{- range .Values.watch.namespaces }}
+- --namespace={{ . }}
+{{- end }}
+{{- else }}
+- --all-namespaces
+{{- end }}
+- --liveness=http://0.0.0.0:{{ .Values.operator.healthPort }}/healthz
+- --log-format={{ .Values.operator.logFormat }}
+{{- if ne .Values.operator.verbosity "normal" }}
+- --{{ .Values.operator.verbosity }}
+{{- end }}
+{{- end }}
+
+{{/* The operator's rules, the same for a ClusterRole (all namespaces) and for a Role per watched namespace.
+     Each rule is what operator/kubetrain/kube.py and kopf do; see the comments. */}}
+{{- define "kubetrain.rules" -}}
+# DistributedTrainings: kopf lists and watches them; each reconcile gets one; ttlSecondsAfterFinished deletes it.
+- apiGroups: [kubetrain.dev]
+  resources: [distributedtrainings]
+  verbs: [get, list, watch, delete]
+# The operator writes phase, conditions and replica counts. It also creates per-job Roles granting get+patch on
+# this subresource, and Kubernetes only lets it grant what it holds itself.
+- apiGroups: [kubetrain.dev]
+  resources: [distributedtrainings/status]
+  verbs: [get, patch]
+# Worker pods and launcher Jobs: watched (kopf), listed per job, created, deleted on restart and cleanup;
+# get reads an existing object on a create conflict to check who owns it.
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, watch, create, delete]
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [get, list, watch, create, delete]
+# The headless Service and the hostfile ConfigMap: created, and patched back when they drift.
+- apiGroups: [""]
+  resources: [services, configmaps]
+  verbs: [get, list, create, patch]
+# The per-job ssh key Secret and ServiceAccount: created once, never changed (removed by garbage collection).
+- apiGroups: [""]
+  resources: [secrets, serviceaccounts]
+  verbs: [get, list, create]
+# The per-job Role and RoleBinding that let rank 0 patch its own job's status: created, patched back on drift.
+- apiGroups: [rbac.authorization.k8s.io]
+  resources: [roles, rolebindings]
+  verbs: [get, list, create, patch]
+# Events on DistributedTrainings (the operator's and kopf's).
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create]
+{{- end }}
