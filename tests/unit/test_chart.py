@@ -1,0 +1,272 @@
+"""The Helm chart as `helm lint` and `helm template` see it: what a user installs with default and namespaced values,
+and the values the chart refuses. Golden manifests regenerate with KUBETRAIN_UPDATE_GOLDEN=1 after an intended change.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import kopf
+import kubetrain.reconcile  # noqa: F401 - registers the kopf handlers whose watches the RBAC must allow
+import pytest
+import yaml
+from kubetrain.api import GROUP, PLURAL, parse_job
+from kubetrain.build.rbac import build_role
+from kubetrain.kube import CHILD_KINDS
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "charts" / "kubetrain"
+GOLDEN = Path(__file__).parent / "chart_golden"
+RELEASE, RELEASE_NAMESPACE = "kubetrain", "kubetrain-system"
+NAMESPACED = ("--set", "watch.namespaces={team-a,team-b}")
+RBAC_KINDS = {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+
+
+def helm_binary() -> Path:
+    """The helm that .ci/install-kubetools unpacks into the kubetrain cache; fails (never skips) without it."""
+    cache = Path(os.environ.get("KUBETRAIN_CACHE", Path.home() / ".cache" / "kubetrain"))
+    path = cache / "bin" / "helm"
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"helm not found at {path}; install it: .ci/install-kubetools .venv {path.parent}", pytrace=False)
+    return path
+
+
+def helm(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(helm_binary()), *args], capture_output=True, text=True, timeout=60)
+
+
+def render_text(*args: str) -> str:
+    result = helm("template", RELEASE, str(CHART), "--namespace", RELEASE_NAMESPACE, *args)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def render(*args: str) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(render_text(*args)) if doc]
+
+
+def of_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [doc for doc in docs if doc["kind"] == kind]
+
+
+def the(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    found = of_kind(docs, kind)
+    assert len(found) == 1, f"expected one {kind}, found {len(found)}"
+    return found[0]
+
+
+def container(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    return the(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+
+
+def allowed(rules: list[dict[str, Any]], group: str, resource: str, verb: str) -> bool:
+    return any(group in rule["apiGroups"] and resource in rule["resources"] and verb in rule["verbs"]
+               and not rule.get("resourceNames") for rule in rules)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# lint and golden manifests
+
+
+@pytest.mark.parametrize("values", [(), NAMESPACED], ids=["cluster-wide", "namespaced"])
+def test_helm_lint_is_clean_in_strict_mode(values: tuple[str, ...]) -> None:
+    result = helm("lint", "--strict", str(CHART), *values)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[WARNING]" not in result.stdout and "[ERROR]" not in result.stdout, result.stdout
+
+
+@pytest.mark.parametrize(("golden", "values"), [("default.yaml", ()), ("namespaced.yaml", NAMESPACED)])
+def test_rendered_manifests_match_the_reviewed_golden_files(golden: str, values: tuple[str, ...]) -> None:
+    rendered = render_text(*values)
+    path = GOLDEN / golden
+    if os.environ.get("KUBETRAIN_UPDATE_GOLDEN"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(rendered)
+    assert rendered == path.read_text()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# scope: cluster-wide by default, only the listed namespaces otherwise
+
+
+def test_default_install_watches_every_namespace_through_a_cluster_role() -> None:
+    docs = render()
+    assert "--all-namespaces" in container(docs)["args"]
+    assert not of_kind(docs, "Role") and not of_kind(docs, "RoleBinding")
+    binding = the(docs, "ClusterRoleBinding")
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                  "name": the(docs, "ClusterRole")["metadata"]["name"]}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": the(docs, "ServiceAccount")["metadata"]["name"],
+                                    "namespace": RELEASE_NAMESPACE}]
+
+
+def test_listed_namespaces_get_a_role_each_and_no_cluster_wide_rights() -> None:
+    docs = render(*NAMESPACED)
+    args = container(docs)["args"]
+    assert [a for a in args if a.startswith("--namespace")] == ["--namespace=team-a", "--namespace=team-b"]
+    assert "--all-namespaces" not in args
+    assert not of_kind(docs, "ClusterRole") and not of_kind(docs, "ClusterRoleBinding")
+    assert sorted(r["metadata"]["namespace"] for r in of_kind(docs, "Role")) == ["team-a", "team-b"]
+    account = the(docs, "ServiceAccount")["metadata"]
+    for binding in of_kind(docs, "RoleBinding"):
+        assert binding["roleRef"]["kind"] == "Role"
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["name"],
+                                        "namespace": account["namespace"]}]
+
+
+def test_rbac_create_false_renders_no_rbac_objects() -> None:
+    assert not [doc for doc in render("--set", "rbac.create=false") if doc["kind"] in RBAC_KINDS]
+    assert not [doc for doc in render("--set", "rbac.create=false", *NAMESPACED) if doc["kind"] in RBAC_KINDS]
+
+
+def test_an_existing_service_account_is_used_when_the_chart_does_not_create_one() -> None:
+    docs = render("--set", "serviceAccount.create=false", "--set", "serviceAccount.name=ops-operator")
+    assert not of_kind(docs, "ServiceAccount")
+    assert the(docs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "ops-operator"
+    assert the(docs, "ClusterRoleBinding")["subjects"][0]["name"] == "ops-operator"
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# RBAC covers what the operator's code does (the control-plane test proves it against a real API server)
+
+
+@pytest.mark.parametrize("values", [(), NAMESPACED], ids=["cluster-wide", "namespaced"])
+def test_rules_allow_every_watch_and_every_child_the_operator_manages(values: tuple[str, ...]) -> None:
+    docs = render(*values)
+    for role in of_kind(docs, "ClusterRole") + of_kind(docs, "Role"):
+        rules = role["rules"]
+        for handler in kopf.get_default_registry()._watching.get_all_handlers():
+            selector = handler.selector
+            assert selector is not None
+            for verb in ("list", "watch"):
+                assert allowed(rules, selector.group or "", selector.any_name or "", verb), (selector, verb)
+        for plural, (api_version, _) in CHILD_KINDS.items():
+            group = api_version.rpartition("/")[0]
+            for verb in ("get", "list", "create"):
+                assert allowed(rules, group, plural, verb), (plural, verb)
+        for group, plural in (("", "pods"), ("batch", "jobs"), (GROUP, PLURAL)):
+            assert allowed(rules, group, plural, "delete"), plural
+        assert allowed(rules, GROUP, f"{PLURAL}/status", "patch")
+        assert allowed(rules, "", "events", "create")
+
+
+def test_operator_holds_every_permission_it_grants_to_a_job() -> None:
+    """Kubernetes refuses to create a Role granting more than its creator holds (RBAC escalation prevention)."""
+    job = parse_job({"apiVersion": f"{GROUP}/v1alpha1", "kind": "DistributedTraining",
+                     "metadata": {"name": "demo", "namespace": "team-a", "uid": "uid-1"},
+                     "spec": {"image": "example/train:1", "command": ["python", "-m", "train"]}})
+    rules = the(render(), "ClusterRole")["rules"]
+    for granted in build_role(job)["rules"]:
+        for group in granted["apiGroups"]:
+            for resource in granted["resources"]:
+                for verb in granted["verbs"]:
+                    assert allowed(rules, group, resource, verb), (group, resource, verb)
+
+
+def test_rules_grant_nothing_cluster_scoped_or_wildcard() -> None:
+    for rule in the(render(), "ClusterRole")["rules"]:
+        assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"]
+        assert not {"update", "deletecollection", "escalate", "bind", "impersonate"} & set(rule["verbs"])
+        assert not {"nodes", "namespaces", "customresourcedefinitions", "clusterroles",
+                    "clusterrolebindings"} & set(rule["resources"])
+    rules = the(render(), "ClusterRole")["rules"]
+    assert not allowed(rules, "", "secrets", "delete") and not allowed(rules, "", "secrets", "patch")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# the Deployment
+
+
+def test_operator_runs_as_one_hardened_replica_replaced_not_rolled() -> None:
+    docs = render()
+    spec = the(docs, "Deployment")["spec"]
+    assert spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"}
+    pod = spec["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    security = container(docs)["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    assert {"name": "tmp", "mountPath": "/tmp"} in container(docs)["volumeMounts"], "a writable /tmp for the client"
+    assert container(docs)["resources"]["limits"]["memory"]
+
+
+def test_probes_call_the_health_endpoint_kopf_is_told_to_serve() -> None:
+    main = container(render("--set", "operator.healthPort=8181"))
+    assert "--liveness=http://0.0.0.0:8181/healthz" in main["args"]
+    ports = {port["name"]: port["containerPort"] for port in main["ports"]}
+    assert ports["health"] == 8181
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert main[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
+
+
+def test_operator_command_and_settings_reach_the_container() -> None:
+    main = container(render("--set", "operator.syncThreads=4", "--set", "operator.errorRetrySeconds=2.5",
+                            "--set", "operator.verbosity=debug", "--set", "operator.logFormat=plain"))
+    assert main["command"] == ["kopf", "run", "--standalone", "-m", "kubetrain.reconcile"]
+    env = {item["name"]: item["value"] for item in main["env"]}
+    assert env["KUBETRAIN_SYNC_THREADS"] == "4" and env["KUBETRAIN_ERROR_RETRY_SECONDS"] == "2.5"
+    assert "--debug" in main["args"] and "--log-format=plain" in main["args"]
+
+
+def test_metrics_port_is_served_exposed_and_selected_by_the_service() -> None:
+    docs = render("--set", "metrics.port=9191")
+    main = container(docs)
+    assert {item["name"]: item["value"] for item in main["env"]}["KUBETRAIN_METRICS_PORT"] == "9191"
+    assert {"name": "metrics", "containerPort": 9191, "protocol": "TCP"} in main["ports"]
+    service = the(docs, "Service")
+    assert service["spec"]["ports"][0]["targetPort"] == "metrics"
+    pod_labels = the(docs, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    assert not of_kind(docs, "ServiceMonitor"), "the ServiceMonitor is off by default"
+
+
+def test_metrics_disabled_means_no_service_and_no_endpoint() -> None:
+    docs = render("--set", "metrics.enabled=false")
+    assert not of_kind(docs, "Service")
+    assert {item["name"]: item["value"] for item in container(docs)["env"]}["KUBETRAIN_METRICS_PORT"] == "0"
+
+
+def test_service_monitor_scrapes_the_metrics_service_when_enabled() -> None:
+    docs = render("--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.serviceMonitor.labels.release=prom")
+    monitor = the(docs, "ServiceMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= the(docs, "Service")["metadata"]["labels"].items()
+    assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# values the chart refuses, each with a message naming the value
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (("--set", "replicas=2"), "'/replicas': value must be 1"),
+        (("--set", "image.pullPolicy=Sometimes"), "'/image/pullPolicy': value must be one of"),
+        (("--set", "watch.namespaces=team-a"), "'/watch/namespaces': got string, want array"),
+        (("--set", "watch.namespaces={Team_A}"), "'/watch/namespaces/0': 'Team_A' does not match pattern"),
+        (("--set", "watch.namespaces={team-*}"), "'/watch/namespaces/0': 'team-*' does not match pattern"),
+        (("--set", "watch.scope=cluster"), "'/watch': additional properties 'scope' not allowed"),
+        (("--set", "watch.namespaces={a,a}"), "'/watch/namespaces': items at 0 and 1 are equal"),
+        (("--set", "replicaCount=2"), "additional properties 'replicaCount' not allowed"),
+        (("--set", "metrics.port=70000"), "'/metrics/port': maximum"),
+        (("--set", "rbac.create=yes"), "'/rbac/create': got string, want boolean"),
+        (("--set", "operator.logFormat=xml"), "'/operator/logFormat': value must be one of"),
+        (("--set", "operator.verbosity=loud"), "'/operator/verbosity': value must be one of"),
+        (("--set", "operator.syncThreads=0"), "'/operator/syncThreads': minimum"),
+        (("--set", "operator.errorRetrySeconds=0"), "'/operator/errorRetrySeconds': 'anyOf' failed"),
+        (("--set", "metrics.serviceMonitor.interval=often"), "'/metrics/serviceMonitor/interval'"),
+        (("--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.enabled=false"),
+         "metrics.serviceMonitor.enabled needs metrics.enabled=true"),
+        (("--set", "serviceAccount.create=false"), "serviceAccount.name: name the existing ServiceAccount"),
+    ],
+)
+def test_bad_values_fail_with_a_message_naming_the_value(values: tuple[str, ...], message: str) -> None:
+    result = helm("template", RELEASE, str(CHART), *values)
+    assert result.returncode != 0, f"helm accepted {values}"
+    assert message in result.stderr, result.stderr
