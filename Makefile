@@ -10,7 +10,7 @@ setup:
 	.ci/setup
 
 demo: setup
-	$(VENV)/bin/kubetrain-demo $(RUNS)
+	$(PY) -m cifar_mixup.demo --out $(RUNS)
 
 test: setup
 	tests/controlplane/build.sh
