@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -47,6 +48,14 @@ class Container:
 
     def wait(self, timeout: float) -> int:
         return self.process.wait(timeout=timeout)
+
+    def wait_for_log(self, pattern: str, timeout: float = 20) -> None:
+        """Until the log matches `pattern`; fails if the container exits first or time runs out."""
+        deadline = time.monotonic() + timeout
+        while not re.search(pattern, self.log()):
+            assert self.process.poll() is None, f"{self.name} exited:\n{self.log()}"
+            assert time.monotonic() < deadline, f"{self.name} never logged {pattern!r}:\n{self.log()}"
+            time.sleep(0.1)
 
 
 class Kubelet:

@@ -19,14 +19,6 @@ REPORT = [
 ]
 
 
-def wait_for_log(container, pattern: str, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not re.search(pattern, container.log()):
-        assert container.process.poll() is None, f"{container.name} exited:\n{container.log()}"
-        assert time.monotonic() < deadline, f"{container.name} never logged {pattern!r}:\n{container.log()}"
-        time.sleep(0.1)
-
-
 def ranks(output: str) -> set[str]:
     return {line.split(" uid ")[0] for line in output.splitlines() if line.startswith("rank ")}
 
@@ -45,7 +37,7 @@ def test_launcher_runs_one_rank_on_each_worker(deploy, user, pod_template, uid):
     if user != "root":
         cluster.network.install_passwd([IMAGE_USER], writable_by_root_group=True)
     for index in range(2):
-        wait_for_log(cluster.start_worker(index), "Server listening on 0.0.0.0 port 2222")
+        cluster.start_worker(index).wait_for_log("Server listening on 0.0.0.0 port 2222")
     launcher = cluster.start_launcher()
     assert launcher.wait(timeout=60) == 0, launcher.log()
     output = launcher.log()
@@ -63,9 +55,9 @@ def test_launcher_waits_for_a_worker_whose_name_and_sshd_come_late(deploy):
     cluster = deploy(job_body("late", REPORT, wait_seconds=60))
     late = cluster.worker_hosts[1]
     cluster.network.hide(late)
-    wait_for_log(cluster.start_worker(0), "Server listening")
+    cluster.start_worker(0).wait_for_log("Server listening")
     launcher = cluster.start_launcher()
-    wait_for_log(launcher, "waiting up to 60s")
+    launcher.wait_for_log("waiting up to 60s")
     time.sleep(3)
     assert launcher.process.poll() is None, launcher.log()
     cluster.network.reveal(late)
@@ -78,7 +70,7 @@ def test_launcher_waits_for_a_worker_whose_name_and_sshd_come_late(deploy):
 
 def test_worker_that_never_starts_fails_the_launcher_within_the_bound(deploy):
     cluster = deploy(job_body("lonely", REPORT, wait_seconds=6))
-    wait_for_log(cluster.start_worker(0), "Server listening")
+    cluster.start_worker(0).wait_for_log("Server listening")
     started = time.monotonic()
     launcher = cluster.start_launcher()
     code = launcher.wait(timeout=30)
