@@ -1,8 +1,9 @@
 """The `kubetrain` command.
 
-  kubetrain run job.yaml --local [--data-dir DIR] [--checkpoint-dir DIR] [--launcher mpirun|horovodrun]
-      run the DistributedTraining in job.yaml on this machine with workers x slotsPerWorker ranks; exits with the
-      program's exit code
+  kubetrain run job.yaml --local [--data-dir DIR] [--checkpoint-dir DIR] [--launcher mpirun|horovodrun] [-- ARGS]
+      run the DistributedTraining in job.yaml on this machine with workers x slotsPerWorker ranks, ARGS appended to
+      spec.command (e.g. `-- --epochs 1` for a quick try); paths under the data and checkpoint mountPaths in the
+      command and env point into DIR; exits with the program's exit code
   kubetrain render job.yaml [--namespace NS]
       print, as YAML, every object the operator creates for the job (its Secret shows a placeholder, not a key)
 
@@ -73,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser(
         "run",
         help="run a job.yaml on this machine (--local)",
-        description="Run a DistributedTraining job.yaml on this machine.",
+        description="Run a DistributedTraining job.yaml on this machine. Arguments after `--` are appended to "
+        "spec.command, e.g. `kubetrain run job.yaml --local -- --epochs 1`.",
     )
     run.add_argument("job_file", metavar="job.yaml", help="a DistributedTraining manifest")
     run.add_argument(
@@ -111,7 +113,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    # `--` ends kubetrain's own options: the rest is appended to spec.command (argparse mishandles it with subcommands)
+    extra_args = words[words.index("--") + 1 :] if "--" in words else []
+    words = words[: words.index("--")] if "--" in words else words
+    parser = build_parser()
+    args = parser.parse_args(words)
+    if extra_args and args.command != "run":
+        parser.error(f"arguments after -- are only for `kubetrain run`: {' '.join(extra_args)}")
     try:
         if args.command == "run" and not args.local:
             raise local.JobFileError(
@@ -123,7 +132,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.write(render_yaml(child_objects(job, PLACEHOLDER_KEYS)))
             sys.stdout.flush()
             return 0
-        return local.run(job, data_dir=args.data_dir, checkpoint_root=args.checkpoint_dir, launcher=args.launcher)
+        return local.run(
+            job,
+            data_dir=args.data_dir,
+            checkpoint_root=args.checkpoint_dir,
+            launcher=args.launcher,
+            extra_args=extra_args,
+        )
     except local.JobFileError as error:
         print(f"kubetrain: error: {error}", file=sys.stderr)
         return EXIT_USAGE

@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from kubetrain.api import KIND, Job, SpecError, parse_job
-from kubetrain.build.env import checkpoint_dir, job_environment
+from kubetrain.build.env import job_environment
 
 LAUNCHERS = ("mpirun", "horovodrun")
 # Kubernetes expands $(NAME) in command and env values from the container's variables; $$ escapes a dollar.
@@ -83,6 +83,15 @@ def expand_references(text: str, variables: Mapping[str, str]) -> str:
     return _REFERENCE.sub(replace, text)
 
 
+def map_volume_paths(value: str, volumes: Mapping[str, str]) -> str:
+    """A container path under a volume's mountPath (also as `--flag=/path`) as the path under its local folder."""
+    prefix, separator, path = value.partition("=") if value.startswith("-") else ("", "", value)
+    for mount_path in sorted(volumes, key=len, reverse=True):
+        if path == mount_path or path.startswith(mount_path + "/"):
+            return f"{prefix}{separator}{volumes[mount_path]}{path[len(mount_path) :]}"
+    return value
+
+
 def local_hostfile(num_processes: int) -> str:
     """All ranks on this machine (slots = ranks, so mpirun never refuses to oversubscribe a small laptop)."""
     return f"localhost slots={num_processes}\n"
@@ -97,33 +106,33 @@ def plan_local_run(
     launcher: str = "mpirun",
     environ: Mapping[str, str] | None = None,
     is_root: bool = False,
+    extra_args: Sequence[str] = (),
 ) -> LocalPlan:
-    """The command and environment for running `job` here; `checkpoint_root` stands in for the checkpoint volume."""
+    """The command (spec.command + `extra_args`) and environment for running `job` here; `data_dir` and
+    `checkpoint_root` stand in for the data and checkpoint volumes."""
     if launcher not in LAUNCHERS:
         raise ValueError(f"launcher must be one of {', '.join(LAUNCHERS)}, got {launcher!r}")
     base_env = dict(os.environ if environ is None else environ)
     warnings: list[str] = []
-    contract = job_environment(job, report_status=False)
-    # The job's folder sits where it would on the volume: <checkpoint root>/<namespace>/<name>.
-    relative = os.path.relpath(checkpoint_dir(job), job.spec.checkpoint.mount_path)
-    job_dir = os.path.join(os.path.abspath(checkpoint_root), relative)
-    contract.update(
-        KUBETRAIN_DATA_DIR=os.path.abspath(data_dir),
-        KUBETRAIN_CHECKPOINT_DIR=job_dir,
-        KUBETRAIN_HOSTFILE=os.path.abspath(hostfile),
-    )
+    # The volumes' mount paths stand for local folders wherever they appear: the contract, spec.env and spec.command.
+    volumes = {
+        job.spec.data.mount_path: os.path.abspath(data_dir),
+        job.spec.checkpoint.mount_path: os.path.abspath(checkpoint_root),
+    }
+    contract = {name: map_volume_paths(value, volumes) for name, value in job_environment(job, False).items()}
+    contract["KUBETRAIN_HOSTFILE"] = os.path.abspath(hostfile)
     base_env.pop("KUBETRAIN_REPORT_STATUS", None)
     env = {**base_env, **contract}
     for index, entry in enumerate(job.spec.env):
         name = entry["name"]
         if "value" in entry:
-            env[name] = expand_references(entry["value"], env)
+            env[name] = map_volume_paths(expand_references(entry["value"], env), volumes)
         elif name not in base_env:
             warnings.append(
                 f"spec.env[{index}] ({name}) takes its value from the cluster (valueFrom); it is unset here: "
                 f"export {name} before `kubetrain run --local` to give it a value"
             )
-    command = [expand_references(part, env) for part in job.spec.command]
+    command = [map_volume_paths(expand_references(part, env), volumes) for part in [*job.spec.command, *extra_args]]
     forward = [name for name in env["KUBETRAIN_FORWARD_ENV"].split() if name in env]
     np = job.spec.num_processes
     if launcher == "mpirun":
@@ -151,7 +160,7 @@ def plan_local_run(
         env=env,
         num_processes=np,
         data_dir=contract["KUBETRAIN_DATA_DIR"],
-        checkpoint_dir=job_dir,
+        checkpoint_dir=contract["KUBETRAIN_CHECKPOINT_DIR"],
         hostfile=contract["KUBETRAIN_HOSTFILE"],
         hostfile_text=local_hostfile(np),
         warnings=tuple(warnings),
@@ -169,6 +178,7 @@ def run(
     data_dir: str | None,
     checkpoint_root: str,
     launcher: str | None = None,
+    extra_args: Sequence[str] = (),
     stream: Any = None,
 ) -> int:
     """Run the job here and return the program's exit code (128 + signal number when a signal ended it)."""
@@ -190,6 +200,7 @@ def run(
             hostfile=os.path.join(scratch, "hostfile"),
             launcher=launcher,
             is_root=os.geteuid() == 0,
+            extra_args=extra_args,
         )
         Path(plan.hostfile).write_text(plan.hostfile_text, encoding="utf-8")
         os.makedirs(plan.checkpoint_dir, exist_ok=True)

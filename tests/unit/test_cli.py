@@ -19,11 +19,12 @@ kind: DistributedTraining
 metadata: {name: demo}
 spec:
   image: kubetrain/mnist:0.1.0
-  command: [python, -m, mnist, --epochs, "2"]
+  command: [python, -m, mnist, --data-dir, /data/mnist, --epochs, "2"]
   workers: 2
   slotsPerWorker: 2
   env:
     - {name: GREETING, value: "hello $(KUBETRAIN_JOB_NAME), $$(literal)"}
+    - {name: EXPORT_TO, value: /checkpoints/exports}
     - name: API_TOKEN
       valueFrom: {secretKeyRef: {name: token, key: token}}
   launcher: {waitForWorkersSeconds: 60}
@@ -62,7 +63,9 @@ def test_render_prints_every_child_the_operator_creates(tmp_path, capsys):
     hosts = documents[1]["data"]["hostfile"].splitlines()
     assert hosts == ["demo-worker-0.demo.ml.svc slots=2", "demo-worker-1.demo.ml.svc slots=2"]
     launcher = documents[-1]["spec"]["template"]["spec"]["containers"][0]
-    assert launcher["command"] == ["/opt/kubetrain/entrypoints/launcher", "python", "-m", "mnist", "--epochs", "2"]
+    assert launcher["command"] == [
+        "/opt/kubetrain/entrypoints/launcher", "python", "-m", "mnist", "--data-dir", "/data/mnist", "--epochs", "2"
+    ]  # fmt: skip
 
 
 def test_render_never_prints_key_material(tmp_path, capsys):
@@ -78,7 +81,7 @@ def test_render_never_prints_key_material(tmp_path, capsys):
     [
         (("workers: 2", "workers: 0"), "spec.workers"),
         (("slotsPerWorker: 2", "slotsPerWorker: two"), "spec.slotsPerWorker"),
-        (('  command: [python, -m, mnist, --epochs, "2"]\n', ""), "spec.command"),
+        (("  command: [python, -m, mnist, --data-dir, /data/mnist, --epochs, \"2\"]\n", ""), "spec.command"),
         (("{name: GREETING", "{name: KUBETRAIN_DATA_DIR"), "spec.env[0].name"),
         (("waitForWorkersSeconds: 60", "waitForWorkersSeconds: -1"), "spec.launcher.waitForWorkersSeconds"),
         (("name: demo}", "name: Demo_Job}"), "metadata.name"),
@@ -126,6 +129,7 @@ def test_local_plan_sets_the_environment_contract(tmp_path):
         checkpoint_root=str(tmp_path / "ckpt"),
         hostfile=str(tmp_path / "hostfile"),
         environ={"PATH": "/usr/bin", "KUBETRAIN_REPORT_STATUS": "1", "HOROVOD_LOG_LEVEL": "info"},
+        extra_args=["--epochs", "1", "--export=/checkpoints/final"],
     )
     env = plan.env
     assert env["KUBETRAIN_JOB_NAME"] == "demo" and env["KUBETRAIN_NAMESPACE"] == "ml"
@@ -137,10 +141,13 @@ def test_local_plan_sets_the_environment_contract(tmp_path):
     assert "KUBETRAIN_REPORT_STATUS" not in env, "no cluster to report to"
     assert env["GREETING"] == "hello demo, $(literal)"
     assert "API_TOKEN" not in env
-    assert plan.warnings and "spec.env[1] (API_TOKEN)" in plan.warnings[0] and "export API_TOKEN" in plan.warnings[0]
+    assert plan.warnings and "spec.env[2] (API_TOKEN)" in plan.warnings[0] and "export API_TOKEN" in plan.warnings[0]
     argv = list(plan.argv)
     assert argv[:3] == ["mpirun", "-np", "4"] and "--allow-run-as-root" not in argv
-    assert argv[-5:] == ["python", "-m", "mnist", "--epochs", "2"]
+    # the volumes' mount paths in the command point into the local folders; extra arguments come last
+    assert argv[-10:] == ["python", "-m", "mnist", "--data-dir", str(tmp_path / "data" / "mnist"), "--epochs", "2",
+                          "--epochs", "1", f"--export={tmp_path / 'ckpt' / 'final'}"]  # fmt: skip
+    assert env["EXPORT_TO"] == str(tmp_path / "ckpt" / "exports")
     forwarded = {argv[i + 1] for i, word in enumerate(argv) if word == "-x"}
     assert {"PATH", "KUBETRAIN_JOB_NAME", "KUBETRAIN_CHECKPOINT_DIR", "GREETING"} <= forwarded
     assert "API_TOKEN" not in forwarded
