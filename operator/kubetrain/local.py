@@ -38,6 +38,7 @@ class LocalPlan:
     """Everything `run` needs: the command line, its environment and the folders it uses."""
 
     argv: tuple[str, ...]
+    command: tuple[str, ...]
     env: Mapping[str, str]
     num_processes: int
     data_dir: str
@@ -157,6 +158,7 @@ def plan_local_run(
         argv = ["horovodrun", "-np", str(np), "-H", f"localhost:{np}"]
     return LocalPlan(
         argv=(*argv, *command),
+        command=tuple(command),
         env=env,
         num_processes=np,
         data_dir=contract["KUBETRAIN_DATA_DIR"],
@@ -204,7 +206,7 @@ def run(
         )
         Path(plan.hostfile).write_text(plan.hostfile_text, encoding="utf-8")
         os.makedirs(plan.checkpoint_dir, exist_ok=True)
-        for warning in plan.warnings:
+        for warning in [*plan.warnings, *_interpreter_warning(plan)]:
             print(f"kubetrain: warning: {warning}", file=stream)
         print(
             f"kubetrain: running {job.namespace}/{job.name} locally with {plan.num_processes} rank(s); "
@@ -213,6 +215,20 @@ def run(
             flush=True,
         )
         return _execute(plan)
+
+
+def _interpreter_warning(plan: LocalPlan) -> list[str]:
+    """Ranks find `python` on PATH; say so when that is not the environment kubetrain itself runs from."""
+    program = plan.command[0]
+    if os.path.basename(program) not in ("python", "python3") or os.path.isabs(program):
+        return []
+    found = shutil.which(program, path=plan.env.get("PATH"))
+    if found and os.path.dirname(os.path.abspath(found)) == os.path.dirname(os.path.abspath(sys.executable)):
+        return []
+    return [
+        f"`{program}` on PATH is {found or 'missing'}, not the Python kubetrain runs from ({sys.executable}); "
+        "activate the environment the training program is installed in if the ranks cannot import it"
+    ]
 
 
 def _execute(plan: LocalPlan) -> int:

@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,15 +18,6 @@ from conftest import JobOnHosts, job_body
 pytestmark = pytest.mark.launch
 
 PROGRAM = ["python", "-m", "cifar_mixup"]
-
-
-@pytest.fixture(scope="session")
-def digits(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """train.h5 and test.h5 written by the program's own converter from the bundled digits."""
-    out = tmp_path_factory.mktemp("digits")
-    subprocess.run([sys.executable, "-m", "cifar_mixup.convert", "digits", "--out", str(out)], check=True,
-                   capture_output=True)  # fmt: skip
-    return out
 
 
 def start_job(deploy, digits: Path, name: str, epochs: int) -> JobOnHosts:
