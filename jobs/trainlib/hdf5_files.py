@@ -9,6 +9,7 @@ before TensorFlow loads.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -60,6 +61,17 @@ def _found(shape: tuple[int, ...], dtype: np.dtype) -> str:
     return f"shape {tuple(shape)} and dtype {dtype}"
 
 
+def _open_failure(message: str) -> str:
+    """h5py's open error in plain words, e.g. 'truncated: 2464 of 4928 bytes present'."""
+    truncated = re.search(r"truncated file: eof = (\d+).*stored_eof = (\d+)", message)
+    if truncated:
+        return f"truncated: {truncated.group(1)} of {truncated.group(2)} bytes present"
+    if "file signature not found" in message:
+        return "corrupt or not HDF5: no HDF5 signature"
+    detail = re.search(r"\(([^()]*)\)\s*$", message)
+    return f"truncated or corrupt: {detail.group(1) if detail else message}"
+
+
 def inspect_file(path: str, specs: Sequence[ArraySpec], fix: str) -> FileInfo:
     """Open `path` and check every dataset in `specs`; raise `DataFileError` naming file, dataset and fix."""
     if not os.path.exists(path):
@@ -67,8 +79,7 @@ def inspect_file(path: str, specs: Sequence[ArraySpec], fix: str) -> FileInfo:
     try:
         handle = h5py.File(path, "r")
     except OSError as error:
-        reason = str(error).split("(")[0].strip().rstrip(",") or "unreadable"
-        raise DataFileError(path, f"not a readable HDF5 file (truncated or corrupt: {reason})", fix) from None
+        raise DataFileError(path, f"not a readable HDF5 file ({_open_failure(str(error))})", fix) from None
     with handle:
         rows: int | None = None
         shapes: dict[str, tuple[int, ...]] = {}

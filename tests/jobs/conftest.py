@@ -1,0 +1,107 @@
+"""Shared helpers for the jobs tier: run the training programs as users do (`horovodrun -np 2 python -m <program>`).
+
+Every test module here sets `pytestmark = pytest.mark.jobs`. Data sets are small and real where possible
+(scikit-learn's digits, written through the programs' own converters).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+HOROVODRUN = os.path.join(os.path.dirname(sys.executable), "horovodrun")
+
+
+def job_environment() -> dict[str, str]:
+    """The caller's environment minus KUBETRAIN_* (no cluster here), plus what root needs to run mpirun.
+
+    `mpi_yield_when_idle` makes idle MPI ranks yield the CPU: the tests share 2 cores, and busy-polling ranks would
+    otherwise starve each other (a 3x slowdown under load).
+    """
+    env = {key: value for key, value in os.environ.items() if not key.startswith("KUBETRAIN_")}
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_mpi_yield_when_idle="1",
+               PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="2")
+    return env
+
+
+def horovodrun_command(controller: str, program_args: Sequence[str], np: int = 2) -> list[str]:
+    """`horovodrun -np <np> --gloo|--mpi python <program_args...>` with this interpreter."""
+    assert controller in ("gloo", "mpi")
+    return [HOROVODRUN, "-np", str(np), f"--{controller}", sys.executable, *program_args]
+
+
+def run_checked(command: Sequence[str], cwd: Path, timeout: int = 300,
+                env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run to completion; fail the test with the output tail unless it exits 0."""
+    done = subprocess.run(list(command), cwd=cwd, env=env or job_environment(), capture_output=True, text=True,
+                          timeout=timeout)
+    assert done.returncode == 0, (f"exit {done.returncode}: {' '.join(command)}\nstdout:\n{done.stdout[-4000:]}\n"
+                                  f"stderr:\n{done.stderr[-4000:]}")
+    return done
+
+
+def processes_mentioning(marker: str) -> list[int]:
+    """PIDs whose command line contains `marker` (a unique path of this test), excluding this process."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                if marker.encode() in handle.read():
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def kill_when(process: subprocess.Popen, ready: Callable[[], bool], marker: str, timeout: float = 240) -> None:
+    """SIGKILL the started job (its process group, then any rank still naming `marker`) once `ready()` holds."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert process.poll() is None, f"job ended (exit {process.returncode}) before the kill point"
+        assert time.monotonic() < deadline, "kill point not reached in time"
+        time.sleep(0.2)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+    for _ in range(100):
+        leftovers = processes_mentioning(marker)
+        if not leftovers:
+            return
+        for pid in leftovers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.1)
+    raise AssertionError(f"ranks still alive after kill: {processes_mentioning(marker)}")
+
+
+class JobRunner:
+    """The helpers above as one fixture, so test modules need not import conftest."""
+
+    environment = staticmethod(job_environment)
+    horovodrun_command = staticmethod(horovodrun_command)
+    run_checked = staticmethod(run_checked)
+    kill_when = staticmethod(kill_when)
+
+
+@pytest.fixture(scope="session")
+def jobs() -> JobRunner:
+    """`jobs.horovodrun_command(...)`, `jobs.run_checked(...)`, `jobs.kill_when(...)`, `jobs.environment()`."""
+    return JobRunner()
+
+
+@pytest.fixture(scope="session")
+def digits_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """scikit-learn's digits as cifar_mixup HDF5 (train.h5 / test.h5), written by the program's converter."""
+    out = tmp_path_factory.mktemp("digits")
+    run_checked([sys.executable, "-m", "cifar_mixup.convert", "digits", "--out", str(out)], out, timeout=120)
+    return out

@@ -1,0 +1,148 @@
+"""mnist as a user runs it: MNIST IDX files -> `python -m mnist.convert` -> `horovodrun -np 2 --mpi python -m mnist`,
+and `--strategy multiworker` with two workers described by TF_CONFIG.
+
+The images are scikit-learn's real handwritten digits, scaled to MNIST's 28x28 and written in the IDX format.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from mnist.idx import write_idx
+from trainlib.checkpoints import CheckpointManager, state_digest
+
+pytestmark = pytest.mark.jobs
+
+
+@pytest.fixture(scope="module")
+def mnist_dir(jobs, tmp_path_factory) -> Path:
+    """Digits upscaled 3x and padded to 28x28, in IDX files (train gzip-compressed, test plain), then converted."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    images = np.round(digits.images * (255.0 / 16.0)).astype(np.uint8)
+    images = np.pad(np.kron(images, np.ones((1, 3, 3), np.uint8)), ((0, 0), (2, 2), (2, 2)))
+    labels = digits.target.astype(np.uint8)
+    source = tmp_path_factory.mktemp("mnist-idx")
+    write_idx(str(source / "train-images-idx3-ubyte.gz"), images[:1400])
+    write_idx(str(source / "train-labels-idx1-ubyte.gz"), labels[:1400])
+    write_idx(str(source / "t10k-images-idx3-ubyte"), images[1400:])
+    write_idx(str(source / "t10k-labels-idx1-ubyte"), labels[1400:])
+    out = tmp_path_factory.mktemp("mnist-h5")
+    jobs.run_checked([sys.executable, "-m", "mnist.convert", "--source", str(source), "--out", str(out)], out)
+    return out
+
+
+def mnist(data_dir: Path, checkpoint_dir: Path, epochs: int, *extra: str) -> list[str]:
+    return ["-m", "mnist", "--data-dir", str(data_dir), "--checkpoint-dir", str(checkpoint_dir), "--epochs",
+            str(epochs), "--batch-size", "32", "--seed", "2", *extra]
+
+
+def test_trains_with_two_mpi_ranks_and_only_rank0_writes(jobs, mnist_dir, tmp_path):
+    checkpoints = tmp_path / "checkpoints"
+    done = jobs.run_checked(jobs.horovodrun_command("mpi", mnist(mnist_dir, checkpoints, 2)), tmp_path)
+    output = done.stdout + done.stderr
+
+    records = [json.loads(path.read_text()) for path in sorted(checkpoints.glob("ckpt-*.json"))]
+    assert [record["epoch"] for record in records] == [1, 2]
+    assert {record["rank"] for record in records} == {0} and len({record["pid"] for record in records}) == 1
+    assert {path.name for path in checkpoints.iterdir()} == {"ckpt-000001.h5", "ckpt-000001.json", "ckpt-000002.h5",
+                                                              "ckpt-000002.json", "history.json", "history.png"}
+    # mpirun tags lines `[jobid,rank]<stream>:`; only rank 0 logs its saves
+    assert all(",0]<" in line for line in output.splitlines() if "saved checkpoint" in line)
+    assert output.count("saved checkpoint") == 2
+    history = json.loads((checkpoints / "history.json").read_text())["epochs"]
+    assert history[-1]["val_accuracy"] > 0.5, "the article's CNN learns digits in two epochs (chance is 0.1)"
+
+
+def test_killed_mpi_run_resumes_with_rank0_weights(jobs, mnist_dir, tmp_path):
+    checkpoints = tmp_path / "checkpoints"
+    manager = CheckpointManager(str(checkpoints))
+    first = subprocess.Popen(jobs.horovodrun_command("mpi", mnist(mnist_dir, checkpoints, 30)), cwd=tmp_path,
+                             env=jobs.environment(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+    jobs.kill_when(first, lambda: manager.latest() is not None, str(checkpoints))
+    latest = manager.latest()
+    assert latest is not None
+    saved, _ = manager.load(latest)
+
+    done = jobs.run_checked(jobs.horovodrun_command("mpi", mnist(mnist_dir, checkpoints, latest.epoch + 1)), tmp_path)
+    output = done.stdout + done.stderr
+    assert f"restored {latest.path} (epoch {latest.epoch}" in output
+    assert (f"training starts at epoch {latest.epoch + 1} with weights digest {state_digest(saved['model'])} "
+            "on all 2 ranks") in output
+    resumed = manager.latest()
+    assert resumed is not None and resumed.epoch == latest.epoch + 1
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    for sock in sockets:
+        sock.bind(("127.0.0.1", 0))
+    ports = [sock.getsockname()[1] for sock in sockets]
+    for sock in sockets:
+        sock.close()
+    return ports
+
+
+def run_multiworker(jobs, mnist_dir: Path, checkpoints: Path, epochs: int, cwd: Path) -> list[str]:
+    """Start two workers with TF_CONFIG (worker 0 is the chief); returns each worker's output."""
+    ports = free_ports(2)
+    cluster = {"worker": [f"localhost:{port}" for port in ports]}
+    workers = []
+    for index in range(2):
+        env = {**jobs.environment(), "TF_CONFIG": json.dumps({"cluster": cluster,
+                                                              "task": {"type": "worker", "index": index}})}
+        workers.append(subprocess.Popen([sys.executable, *mnist(mnist_dir, checkpoints, epochs, "--strategy",
+                                                                "multiworker")],
+                                        cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        text=True))
+    outputs = [worker.communicate(timeout=300)[0] for worker in workers]
+    for worker, output in zip(workers, outputs, strict=True):
+        assert worker.returncode == 0, output[-4000:]
+    return outputs
+
+
+def test_multiworker_strategy_from_tf_config_checkpoints_from_chief_and_resumes(jobs, mnist_dir, tmp_path):
+    checkpoints = tmp_path / "checkpoints"
+    chief, other = run_multiworker(jobs, mnist_dir, checkpoints, 1, tmp_path)
+    assert "multiworker with 2 workers (this is the chief)" in chief
+    assert "saved checkpoint" in chief and "saved checkpoint" not in other
+    record = json.loads((checkpoints / "ckpt-000001.json").read_text())
+    assert record["rank"] == 0 and record["metrics"]["val_accuracy"] > 0.3
+
+    chief, other = run_multiworker(jobs, mnist_dir, checkpoints, 2, tmp_path)
+    assert "starting at epoch 2" in chief
+    assert "Epoch 2/2" in chief and "Epoch 1/2" not in chief
+    assert sorted(path.name for path in checkpoints.glob("ckpt-*.json")) == ["ckpt-000001.json", "ckpt-000002.json"]
+
+
+@pytest.mark.parametrize("problem", ["truncated", "no TF_CONFIG"])
+def test_bad_input_gives_one_clear_line(jobs, mnist_dir, tmp_path, problem):
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("train.h5", "test.h5"):
+        (data / name).write_bytes((mnist_dir / name).read_bytes())
+    env = jobs.environment()
+    env.pop("TF_CONFIG", None)
+    extra = ["--strategy", "multiworker"] if problem == "no TF_CONFIG" else []
+    if problem == "truncated":
+        content = (data / "test.h5").read_bytes()
+        (data / "test.h5").write_bytes(content[: len(content) // 3])
+    done = subprocess.run([sys.executable, "-m", "mnist", "--data-dir", str(data), *extra], env=env,
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    if problem == "truncated":
+        assert lines[0].startswith(f"mnist: error: {os.path.join(data, 'test.h5')}: not a readable HDF5 file "
+                                   "(truncated:")
+        assert "python -m mnist.convert" in lines[0]
+    else:
+        assert lines[0].startswith("mnist: error: --strategy multiworker needs TF_CONFIG")
