@@ -512,6 +512,9 @@ class ControlPlane:
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--cluster-name=kubetrain-test",
             "--profiling=false",
+            # kwok's node heartbeats lag on a loaded 2-core machine; a node briefly marked NotReady would flip every
+            # pod on it to Ready=False for good (kwok does not replay the start stage), so give heartbeats an hour.
+            "--node-monitor-grace-period=1h",
         )
         self._wait_healthy(process, f"https://127.0.0.1:{port}/healthz", _unverified_context())
 
