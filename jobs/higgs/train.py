@@ -134,6 +134,7 @@ def run_trainer(trainer: str, args: argparse.Namespace, context: WorkerContext, 
     metrics: dict[str, float] = {}
     if working:
         train_step = make_train_step(model, optimizer)
+        train_step.get_concrete_function(*train.dataset.element_spec)  # compile now, so epochs time training only
         for epoch in range(start + 1, args.epochs + 1):
             began = time.monotonic()
             loss_sum = 0.0
