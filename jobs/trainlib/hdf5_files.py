@@ -111,7 +111,7 @@ def inspect_file(path: str, specs: Sequence[ArraySpec], fix: str) -> FileInfo:
 
 
 def validate_files(paths: Sequence[str], specs: Sequence[ArraySpec], fix: str) -> list[FileInfo]:
-    """Check every file before training starts; all files must agree on row shapes and dtypes.
+    """Check every file before training starts; all files must agree on row shapes (dtypes may differ in width).
 
     `fix` is the one-line remedy appended to every message (e.g. which converter to run).
     """
@@ -121,13 +121,9 @@ def validate_files(paths: Sequence[str], specs: Sequence[ArraySpec], fix: str) -
     first = infos[0]
     for info in infos[1:]:
         for spec in specs:
-            if (info.row_shapes[spec.name], info.dtypes[spec.name]) != (first.row_shapes[spec.name],
-                                                                         first.dtypes[spec.name]):
-                raise DataFileError(
-                    info.path,
-                    f"rows have shape {info.row_shapes[spec.name]} {info.dtypes[spec.name]} but {first.path} has "
-                    f"{first.row_shapes[spec.name]} {first.dtypes[spec.name]}",
-                    fix, spec.name)
+            if info.row_shapes[spec.name] != first.row_shapes[spec.name]:
+                raise DataFileError(info.path, f"rows have shape {info.row_shapes[spec.name]} but {first.path} has "
+                                    f"{first.row_shapes[spec.name]}", fix, spec.name)
     return infos
 
 

@@ -62,12 +62,14 @@ def make_dataset(files: Sequence[FileInfo], names: Sequence[str], *, rank: int, 
         raise TrainingInputError(
             f"{', '.join(f.path for f in files)}: {rows} rows per rank with {size} ranks is fewer than one batch of "
             f"{batch_size}; use more data, fewer ranks or a smaller --batch-size")
-    signature = tuple(
-        tf.TensorSpec((None, *files[0].row_shapes[name]), tf.as_dtype(files[0].dtypes[name])) for name in names)
+    dtypes = [np.result_type(*(info.dtypes[name] for info in files)) for name in names]
+    signature = tuple(tf.TensorSpec((None, *files[0].row_shapes[name]), tf.as_dtype(dtype))
+                      for name, dtype in zip(names, dtypes, strict=True))
     rng = np.random.default_rng(None if seed is None else seed + 7919 * rank) if training else None
 
     def chunks() -> Iterator[tuple[np.ndarray, ...]]:
-        yield from iter_block_chunks(files, names, rank, size, chunk_rows, rng)
+        for chunk in iter_block_chunks(files, names, rank, size, chunk_rows, rng):
+            yield tuple(array.astype(dtype, copy=False) for array, dtype in zip(chunk, dtypes, strict=True))
 
     dataset = tf.data.Dataset.from_generator(chunks, output_signature=signature).unbatch()
     if preprocess is not None:
