@@ -129,8 +129,8 @@ class JobOnHosts:
         self.workers[index] = self.kubelet.start(self.worker_hosts[index], build_worker_pod(self.job, index))
         return self.workers[index]
 
-    def start_launcher(self) -> Container:
-        return self.kubelet.start(self.launcher_host, build_launcher_job(self.job))
+    def start_launcher(self, extra_env: Mapping[str, str] | None = None) -> Container:
+        return self.kubelet.start(self.launcher_host, build_launcher_job(self.job), extra_env)
 
 
 @pytest.fixture

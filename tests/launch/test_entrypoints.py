@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from conftest import job_body
@@ -15,7 +18,7 @@ REPORT = [
     "sh",
     "-c",
     'echo "rank $OMPI_COMM_WORLD_RANK of $OMPI_COMM_WORLD_SIZE on $(hostname) uid $(id -u) '
-    'job $KUBETRAIN_JOB_NAME checkpoints $KUBETRAIN_CHECKPOINT_DIR"',
+    'job $KUBETRAIN_JOB_NAME checkpoints $KUBETRAIN_CHECKPOINT_DIR greeting $GREETING horovod $HOROVOD_CHECK"',
 ]
 
 
@@ -33,18 +36,20 @@ ARBITRARY_UID = {"spec": {"securityContext": {"runAsUser": 4242, "runAsGroup": 0
 )
 def test_launcher_runs_one_rank_on_each_worker(deploy, user, pod_template, uid):
     """As root, as the pods' uid 1000, and as an uid the image does not know (OpenShift-style, group 0)."""
-    cluster = deploy(job_body("hello", REPORT, pod_template=pod_template), as_pod_user=user != "root")
+    body = job_body("hello", REPORT, pod_template=pod_template, env=[{"name": "GREETING", "value": "hi"}])
+    cluster = deploy(body, as_pod_user=user != "root")
     if user != "root":
         cluster.network.install_passwd([IMAGE_USER], writable_by_root_group=True)
     for index in range(2):
         cluster.start_worker(index).wait_for_log("Server listening on 0.0.0.0 port 2222")
-    launcher = cluster.start_launcher()
+    # HOROVOD_* set only in the launcher reaches the ranks through mpirun -x, like spec.env and the contract
+    launcher = cluster.start_launcher(extra_env={"HOROVOD_CHECK": "forwarded"})
     assert launcher.wait(timeout=60) == 0, launcher.log()
     output = launcher.log()
     # --map-by slot fills the hostfile in order: rank 0 on worker 0
     assert ranks(output) == {"rank 0 of 2 on hello-worker-0", "rank 1 of 2 on hello-worker-1"}, output
     for line in (line for line in output.splitlines() if line.startswith("rank ")):
-        assert f" uid {uid} job hello checkpoints {cluster.checkpoint_dir}" in line
+        assert line.endswith(f" uid {uid} job hello checkpoints {cluster.checkpoint_dir} greeting hi horovod forwarded")
     for worker in cluster.workers.values():
         assert re.search(r"Accepted publickey for \S+ from " + re.escape(cluster.launcher_host.address), worker.log())
         assert f"as uid {uid}" in worker.log()
@@ -83,3 +88,43 @@ def test_worker_that_never_starts_fails_the_launcher_within_the_bound(deploy):
     assert "Connection refused" in output
     assert f"giving up on worker(s) {missing} after 6s" in output
     assert f"worker {present} accepts ssh" in output and "rank " not in output
+
+
+ENTRYPOINTS = Path(__file__).resolve().parents[2] / "images" / "base" / "entrypoints"
+
+
+def run_entrypoint(name: str, args: list[str], env: dict[str, str], home: Path) -> subprocess.CompletedProcess[str]:
+    environment = {"PATH": os.environ["PATH"], "HOME": str(home), **env}
+    return subprocess.run([str(ENTRYPOINTS / name), *args], env=environment, capture_output=True, text=True,
+                          timeout=30)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "env", "message"),
+    [
+        ("launcher", [], {}, "usage: launcher <command...>"),
+        ("launcher", ["true"], {"KUBETRAIN_HOSTFILE": "/nonexistent/hostfile"},
+         "KUBETRAIN_HOSTFILE=/nonexistent/hostfile is missing (the job's <name>-hosts ConfigMap is not mounted)"),
+        ("launcher", ["true"], {"KUBETRAIN_NUM_PROCESSES": "two"}, "KUBETRAIN_NUM_PROCESSES='two' must be a positive"),
+        ("launcher", ["true"], {"KUBETRAIN_WAIT_SECONDS": "soon"}, "KUBETRAIN_WAIT_SECONDS='soon' must be a whole"),
+        ("launcher", ["true"], {"KUBETRAIN_SSH_DIR": "/nonexistent/ssh"},
+         "KUBETRAIN_SSH_DIR=/nonexistent/ssh does not exist (the job's <name>-ssh Secret is not mounted)"),
+        ("launcher", ["true"], {"DROP_KEY": "id_ed25519"}, "/id_ed25519 is missing or unreadable by uid 0"),
+        ("worker", [], {"KUBETRAIN_SSH_DIR": "/nonexistent/ssh"}, "KUBETRAIN_SSH_DIR=/nonexistent/ssh does not exist"),
+        ("worker", [], {"DROP_KEY": "authorized_keys"}, "/authorized_keys is missing or unreadable by uid 0"),
+    ],
+)  # fmt: skip
+def test_entrypoints_reject_a_broken_pod_configuration_with_exit_code_2(tmp_path, name, args, env, message):
+    """What a user sees in `kubectl logs` when the pod lacks what the entrypoint needs; no sshd or ssh is started."""
+    ssh = tmp_path / "ssh"
+    ssh.mkdir()
+    for key in ("id_ed25519", "id_ed25519.pub", "authorized_keys", "ssh_config"):
+        if key != env.get("DROP_KEY"):
+            (ssh / key).write_text("placeholder\n")
+    (tmp_path / "hostfile").write_text("demo-worker-0.demo.team.svc slots=1\n")
+    contract = {"KUBETRAIN_SSH_DIR": str(ssh), "KUBETRAIN_HOSTFILE": str(tmp_path / "hostfile"),
+                "KUBETRAIN_NUM_PROCESSES": "1", "KUBETRAIN_WAIT_SECONDS": "1"}  # fmt: skip
+    env = {k: v for k, v in env.items() if k != "DROP_KEY"}
+    result = run_entrypoint(name, args, {**contract, **env}, tmp_path / "home")
+    assert result.returncode == 2, result.stderr
+    assert f"kubetrain {name}: error: " in result.stderr and message in result.stderr, result.stderr
