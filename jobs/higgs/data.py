@@ -17,7 +17,8 @@ import tensorflow as tf
 from trainlib import distributed
 from trainlib.distributed import WorkerContext
 from trainlib.errors import DataFileError
-from trainlib.hdf5_input import ArraySpec, FileInfo, RankInput, iter_block_chunks, make_dataset, validate_files
+from trainlib.hdf5_files import ArraySpec, FileInfo, iter_block_chunks, validate_files
+from trainlib.hdf5_input import RankInput, make_dataset
 
 from higgs.scaling import Moments, mean_and_std, merge, moments
 

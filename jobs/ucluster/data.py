@@ -14,7 +14,8 @@ import h5py
 import numpy as np
 import tensorflow as tf
 from trainlib.errors import DataFileError, TrainingInputError
-from trainlib.hdf5_input import ArraySpec, FileInfo, RankInput, make_dataset, validate_files
+from trainlib.hdf5_files import ArraySpec, FileInfo, validate_files
+from trainlib.hdf5_input import RankInput, make_dataset
 
 FIX = "write files in the UCluster layout (or synthetic ones with `python -m ucluster.synthetic <data dir>`)"
 SCAN_ROWS = 65536  # rows of pid/label read at a time when checking their values

@@ -36,21 +36,33 @@ def batch_norm_momentum(step: tf.Tensor, samples_per_step: int, decay_step: int)
     return tf.cast(tf.minimum(tf.constant(BN_DECAY_CLIP, tf.float64), 1.0 - remaining), tf.float32)
 
 
+def warmup_factor(step: tf.Tensor, size: int, warmup_steps: int) -> tf.Tensor:
+    """Horovod's warm-up as a factor: from 1/size at step 0 linearly to 1 at `warmup_steps`, then 1 (float32)."""
+    if warmup_steps <= 0 or size <= 1:
+        return tf.constant(1.0)
+    progress = tf.minimum(tf.cast(step, tf.float32) / float(warmup_steps), 1.0)
+    return (progress * (size - 1) + 1.0) / size
+
+
 @tf.keras.utils.register_keras_serializable(package="ucluster")
 class StaircaseLearningRate(tf.keras.optimizers.schedules.LearningRateSchedule):
-    """Keras schedule form of `staircase_learning_rate` (the optimizer passes its iteration count).
+    """Keras schedule form of `staircase_learning_rate` times `warmup_factor` (the optimizer passes its step).
 
     Registered because Horovod's DistributedOptimizer rebuilds the optimizer from its config.
     """
 
-    def __init__(self, base_rate: float, samples_per_step: int, decay_step: int, decay_rate: float) -> None:
+    def __init__(self, base_rate: float, samples_per_step: int, decay_step: int, decay_rate: float, size: int = 1,
+                 warmup_steps: int = 0) -> None:
         self.base_rate = base_rate
         self.samples_per_step = samples_per_step
         self.decay_step = decay_step
         self.decay_rate = decay_rate
+        self.size = size
+        self.warmup_steps = warmup_steps
 
     def __call__(self, step: tf.Tensor) -> tf.Tensor:
-        return staircase_learning_rate(step, self.base_rate, self.samples_per_step, self.decay_step, self.decay_rate)
+        rate = staircase_learning_rate(step, self.base_rate, self.samples_per_step, self.decay_step, self.decay_rate)
+        return rate * warmup_factor(step, self.size, self.warmup_steps)
 
     def get_config(self) -> dict:
         return {
@@ -58,6 +70,8 @@ class StaircaseLearningRate(tf.keras.optimizers.schedules.LearningRateSchedule):
             "samples_per_step": self.samples_per_step,
             "decay_step": self.decay_step,
             "decay_rate": self.decay_rate,
+            "size": self.size,
+            "warmup_steps": self.warmup_steps,
         }
 
 

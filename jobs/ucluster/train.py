@@ -64,11 +64,13 @@ def load_inputs(args: argparse.Namespace, context: WorkerContext) -> Inputs:
                   train_for_kmeans=rank_input(train_files, training=False, **common))
 
 
-def build_optimizer(args: argparse.Namespace, size: int) -> tf.keras.optimizers.legacy.Optimizer:
-    """Adam (or momentum SGD) at lr x size on the reference's staircase, wrapped to average gradients over ranks."""
+def build_optimizer(args: argparse.Namespace, size: int, steps_per_epoch: int) -> tf.keras.optimizers.legacy.Optimizer:
+    """Adam (or momentum SGD) at lr x size on the reference's staircase (after the optional warm-up), wrapped to
+    average gradients over ranks."""
     schedule = StaircaseLearningRate(distributed.scaled_learning_rate(args.learning_rate, size),
                                      samples_per_step=args.batch_size * size, decay_step=args.decay_step,
-                                     decay_rate=args.decay_rate)
+                                     decay_rate=args.decay_rate, size=size,
+                                     warmup_steps=args.warmup_epochs * steps_per_epoch)
     if args.optimizer == "momentum":
         optimizer = tf.keras.optimizers.legacy.SGD(schedule, momentum=args.momentum)
     else:
@@ -125,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     checkpoint_dir = resolve_checkpoint_dir(args.checkpoint_dir, "ucluster")
 
     model = build_gapnet(config)
-    optimizer = build_optimizer(args, context.size)
+    optimizer = build_optimizer(args, context.size, inputs.train.steps)
     optimizer._create_all_weights(model.trainable_variables)  # slots exist before restore and broadcast
     steps = UClusterSteps(model, optimizer, samples_per_step=args.batch_size * context.size,
                           decay_step=args.decay_step, weight_decay=args.wd)

@@ -23,3 +23,12 @@ def test_batch_norm_momentum_starts_at_one_half_and_rises_to_the_clip():
 
 def test_alpha_grows_by_two_per_clustering_epoch():
     assert [alpha_for_epoch(epoch, 3) for epoch in (3, 4, 7)] == [2.0, 4.0, 10.0]
+
+
+def test_warm_up_follows_horovods_formula_then_the_staircase():
+    from trainlib.custom_loop import warmup_learning_rate
+
+    schedule = StaircaseLearningRate(0.004, 100, 10**9, 0.5, size=4, warmup_steps=20)
+    for step in (0, 5, 10, 20, 40):
+        expected = warmup_learning_rate(0.004, 4, step / 10, 2)  # 10 steps per epoch, 2 warm-up epochs
+        assert float(schedule(step)) == pytest.approx(expected, rel=1e-6)
