@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import subprocess
@@ -30,16 +31,26 @@ IMAGE_USER = "kubetrain:x:1000:1000:kubetrain:/home/kubetrain:/bin/bash"
 ARBITRARY_UID = {"spec": {"securityContext": {"runAsUser": 4242, "runAsGroup": 0, "fsGroup": 0}}}
 
 
+NSS_WRAPPER = next(iter(glob.glob("/usr/lib/*/libnss_wrapper.so")), None)
+
+
 @pytest.mark.parametrize(
     ("user", "pod_template", "uid"),
-    [("root", None, "0"), ("image user", None, "1000"), ("arbitrary uid, gid 0", ARBITRARY_UID, "4242")],
-)
+    [
+        ("root", None, "0"),
+        ("image user", None, "1000"),
+        ("arbitrary uid, gid 0", ARBITRARY_UID, "4242"),
+        pytest.param("arbitrary uid, read-only passwd", ARBITRARY_UID, "4242",
+                     marks=pytest.mark.skipif(not NSS_WRAPPER, reason="libnss-wrapper is not installed")),
+    ],
+)  # fmt: skip
 def test_launcher_runs_one_rank_on_each_worker(deploy, user, pod_template, uid):
-    """As root, as the pods' uid 1000, and as an uid the image does not know (OpenShift-style, group 0)."""
+    """As root, as the pods' uid 1000, and as an uid the image does not know (OpenShift-style, group 0): the image's
+    /etc/passwd is writable by group 0, or read-only (readOnlyRootFilesystem) and nss_wrapper serves the uid."""
     body = job_body("hello", REPORT, pod_template=pod_template, env=[{"name": "GREETING", "value": "hi"}])
     cluster = deploy(body, as_pod_user=user != "root")
     if user != "root":
-        cluster.network.install_passwd([IMAGE_USER], writable_by_root_group=True)
+        cluster.network.install_passwd([IMAGE_USER], writable_by_root_group="read-only" not in user)
     for index in range(2):
         cluster.start_worker(index).wait_for_log("Server listening on 0.0.0.0 port 2222")
     # HOROVOD_* set only in the launcher reaches the ranks through mpirun -x, like spec.env and the contract
@@ -53,6 +64,8 @@ def test_launcher_runs_one_rank_on_each_worker(deploy, user, pod_template, uid):
     for worker in cluster.workers.values():
         assert re.search(r"Accepted publickey for \S+ from " + re.escape(cluster.launcher_host.address), worker.log())
         assert f"as uid {uid}" in worker.log()
+        if "read-only" in user:
+            assert "through nss_wrapper" in worker.log()
 
 
 def test_launcher_waits_for_a_worker_whose_name_and_sshd_come_late(deploy):

@@ -188,7 +188,7 @@ def test_base_installs_the_pinned_job_requirements_and_builds_horovod_like_ci():
     runs = " ".join(i.arguments for i in base.all("RUN"))
     assert base.image_path_source("/opt/kubetrain/ci/install-horovod") == ".ci/install-horovod"
     assert "/opt/kubetrain/ci/install-horovod /opt/venv" in runs, "Horovod must be built by .ci/install-horovod"
-    for tool in ("openmpi-bin", "libopenmpi-dev", "openssh-server", "openssh-client"):
+    for tool in ("openmpi-bin", "libopenmpi-dev", "openssh-server", "openssh-client", "libnss-wrapper"):
         assert tool in runs
 
 

@@ -2,8 +2,9 @@
 #
 # Prepares what both sides of an ssh connection need, for any uid:
 #   kt_prepare_home   HOME must be writable (an arbitrary uid often gets HOME=/); falls back to $TMPDIR.
-#   kt_ensure_user    ssh and sshd look the uid up in /etc/passwd; an arbitrary uid gets an entry when the image
-#                     left /etc/passwd group-writable (the base image does), otherwise ssh fails with a clear message.
+#   kt_ensure_user    ssh and sshd look the uid up in /etc/passwd. An arbitrary uid gets an entry: appended to
+#                     /etc/passwd when it is writable (the base image leaves it writable by group 0), else in a
+#                     private copy served by nss_wrapper (LD_PRELOAD, for a read-only root filesystem).
 #   kt_copy_ssh_files copies the Secret mounted at KUBETRAIN_SSH_DIR to $HOME/.ssh with the modes ssh insists on
 #                     (kubelet mounts it read-only, owned by root and with modes a private key must not have).
 # Reads: KUBETRAIN_SSH_DIR (default /etc/kubetrain/ssh), KUBETRAIN_SSH_PORT (default 2222).
@@ -26,16 +27,28 @@ kt_prepare_home() {
 }
 
 kt_ensure_user() {
-  local uid
-  uid=$(id -u)
+  local uid gid entry wrapper="" candidate
+  uid=$(id -u) gid=$(id -g)
   if getent passwd "$uid" >/dev/null 2>&1; then return 0; fi
+  entry="kubetrain-$uid:x:$uid:$gid:kubetrain:$HOME:/bin/bash"
   if [ -w /etc/passwd ]; then
-    printf 'kubetrain-%s:x:%s:%s:kubetrain:%s:/bin/bash\n' "$uid" "$uid" "$(id -g)" "$HOME" >>/etc/passwd
+    printf '%s\n' "$entry" >>/etc/passwd
     kt_log "added uid $uid to /etc/passwd as kubetrain-$uid"
-  else
-    kt_die "uid $uid has no /etc/passwd entry and /etc/passwd is not writable; ssh needs one: run as uid 1000 \
-(the image's user) or make /etc/passwd group-writable"
+    return 0
   fi
+  for candidate in /usr/lib/*/libnss_wrapper.so /usr/lib64/libnss_wrapper.so /usr/lib/libnss_wrapper.so; do
+    if [ -e "$candidate" ]; then wrapper=$candidate && break; fi
+  done
+  [ -n "$wrapper" ] || kt_die "uid $uid has no /etc/passwd entry, /etc/passwd is read-only and nss_wrapper is not \
+installed; ssh needs one: run as uid 1000 (the image's user) or install libnss-wrapper"
+  mkdir -p "$HOME/.kubetrain"
+  { cat /etc/passwd; printf '%s\n' "$entry"; } >"$HOME/.kubetrain/passwd"
+  { cat /etc/group; getent group "$gid" >/dev/null || printf 'kubetrain-%s:x:%s:\n' "$gid" "$gid"; } \
+    >"$HOME/.kubetrain/group"
+  # Exported: sshd, ssh and every session they start (worker: through SetEnv) resolve the uid through the copy.
+  export LD_PRELOAD="$wrapper${LD_PRELOAD:+ $LD_PRELOAD}" NSS_WRAPPER_PASSWD="$HOME/.kubetrain/passwd" \
+    NSS_WRAPPER_GROUP="$HOME/.kubetrain/group"
+  kt_log "uid $uid is not in the read-only /etc/passwd; serving it as kubetrain-$uid through nss_wrapper"
 }
 
 kt_copy_ssh_files() {
