@@ -29,6 +29,9 @@ class Synchronizer:
         """Variables to checkpoint besides the model and optimizer."""
         return {}
 
+    def compile(self) -> None:
+        """Trace the synchronisation graph now, so that training time excludes it."""
+
     def after_step(self, step: int) -> None:
         """Called after optimizer step `step` (1-based, counted over the whole run)."""
 
@@ -65,6 +68,9 @@ class ElasticAveraging(Synchronizer):
             variable.assign(new_local)
             center_variable.assign(new_center)
 
+    def compile(self) -> None:
+        self._sync.get_concrete_function()
+
     def after_step(self, step: int) -> None:
         if step % self.window == 0:
             self._sync()
@@ -83,6 +89,9 @@ class ModelAveraging(Synchronizer):
         averaged = hvd.grouped_allreduce(values, op=hvd.Average)
         for variable, value in zip(self.model.trainable_variables, averaged, strict=True):
             variable.assign(value)
+
+    def compile(self) -> None:
+        self._sync.get_concrete_function()
 
     def after_step(self, step: int) -> None:
         if step % self.window == 0:

@@ -20,7 +20,7 @@ import numpy as np
 import tensorflow as tf
 from trainlib import distributed
 from trainlib.cli import resolve_checkpoint_dir, setup_logging
-from trainlib.custom_loop import EpochRecorder
+from trainlib.custom_loop import EpochRecorder, warmup_learning_rate
 from trainlib.distributed import WorkerContext
 from trainlib.errors import TrainingInputError
 from trainlib.resume import restore_and_broadcast
@@ -135,10 +135,16 @@ def run_trainer(trainer: str, args: argparse.Namespace, context: WorkerContext, 
     if working:
         train_step = make_train_step(model, optimizer)
         train_step.get_concrete_function(*train.dataset.element_spec)  # compile now, so epochs time training only
+        synchronizer.compile()
+        warm_up = trainer == "allreduce" and args.warmup_epochs > 0
+        target_rate = float(optimizer.learning_rate.numpy()) if warm_up else 0.0
         for epoch in range(start + 1, args.epochs + 1):
             began = time.monotonic()
             loss_sum = 0.0
             for features, targets in train.dataset.take(train.steps):
+                if warm_up:  # only the allreduce trainer scales its rate by the ranks, so only it warms up
+                    done = int(optimizer.iterations.numpy()) / train.steps
+                    optimizer.learning_rate = warmup_learning_rate(target_rate, size, done, args.warmup_epochs)
                 loss_sum += float(train_step(features, targets))
                 synchronizer.after_step(int(optimizer.iterations.numpy()))
             synchronizer.end_of_epoch()
