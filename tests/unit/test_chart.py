@@ -270,3 +270,10 @@ def test_bad_values_fail_with_a_message_naming_the_value(values: tuple[str, ...]
     result = helm("template", RELEASE, str(CHART), *values)
     assert result.returncode != 0, f"helm accepted {values}"
     assert message in result.stderr, result.stderr
+
+
+def test_clusters_too_old_for_the_crds_validation_rules_are_refused() -> None:
+    result = helm("template", RELEASE, str(CHART), "--kube-version", "1.24.0")
+    assert result.returncode != 0
+    assert "chart requires kubeVersion: >=1.25.0-0" in result.stderr, result.stderr
+    assert helm("template", RELEASE, str(CHART), "--kube-version", "1.25.0").returncode == 0
