@@ -12,23 +12,12 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-
-from kubetrain.api import Job, parse_job  # noqa: E402
-from kubetrain.build.hosts import build_hosts_configmap  # noqa: E402
-from kubetrain.build.launcher import build_launcher_job  # noqa: E402
-from kubetrain.build.names import launcher_name, worker_hostname, worker_name  # noqa: E402
-from kubetrain.build.pods import build_worker_pod  # noqa: E402
-from kubetrain.build.ssh import build_ssh_secret  # noqa: E402
-from kubetrain.keys import generate_ssh_keypair  # noqa: E402
-from netns_hosts import Host, Network  # noqa: E402
-from pod_emulator import Container, Kubelet  # noqa: E402
+from job_on_hosts import JobOnHosts, deploy_job
+from netns_hosts import Network
 
 REQUIRED_TOOLS = ("ip", "unshare", "setpriv", "ssh", "ssh-keygen", "mpirun", "timeout")
 
@@ -80,74 +69,11 @@ def network() -> Iterator[Network]:
         net.close()
 
 
-def job_body(
-    name: str,
-    command: list[str],
-    *,
-    workers: int = 2,
-    wait_seconds: int = 60,
-    pod_template: Mapping[str, Any] | None = None,
-    env: list[dict[str, str]] | None = None,
-) -> dict[str, Any]:
-    """A DistributedTraining as a user writes it, with data and checkpoint claims the test backs with folders."""
-    return {
-        "apiVersion": "kubetrain.dev/v1alpha1",
-        "kind": "DistributedTraining",
-        "metadata": {"name": name, "namespace": "team", "uid": "0f0e0d0c"},
-        "spec": {
-            "image": "kubetrain/base:0.1.0",
-            "command": command,
-            "env": env or [],
-            "workers": workers,
-            "slotsPerWorker": 1,
-            "data": {"claimName": "data"},
-            "checkpoint": {"claimName": "checkpoints"},
-            "launcher": {"waitForWorkersSeconds": wait_seconds},
-            "podTemplate": dict(pod_template or {}),
-        },
-    }
-
-
-@dataclass
-class JobOnHosts:
-    """One DistributedTraining laid out on hosts: a launcher host and one host per worker."""
-
-    job: Job
-    network: Network
-    kubelet: Kubelet
-    launcher_host: Host
-    worker_hosts: list[Host]
-    data_dir: Path
-    checkpoint_root: Path
-    workers: dict[int, Container] = field(default_factory=dict)
-
-    @property
-    def checkpoint_dir(self) -> Path:
-        return self.checkpoint_root / self.job.namespace / self.job.name
-
-    def start_worker(self, index: int) -> Container:
-        self.workers[index] = self.kubelet.start(self.worker_hosts[index], build_worker_pod(self.job, index))
-        return self.workers[index]
-
-    def start_launcher(self, extra_env: Mapping[str, str] | None = None) -> Container:
-        return self.kubelet.start(self.launcher_host, build_launcher_job(self.job), extra_env)
-
-
 @pytest.fixture
-def deploy(network: Network, scratch: Path):
-    """deploy(body, as_pod_user=False) -> JobOnHosts with the Secret and ConfigMap rendered by the builders."""
+def deploy(scratch: Path, network: Network):
+    """deploy(body, as_pod_user=False) -> JobOnHosts. Hosts and processes are torn down before scratch is removed."""
 
     def make(body: Mapping[str, Any], *, as_pod_user: bool = False) -> JobOnHosts:
-        job = parse_job(body)
-        objects = [build_ssh_secret(job, generate_ssh_keypair()), build_hosts_configmap(job)]
-        claims = {"data": scratch / "data", "checkpoints": scratch / "checkpoints"}
-        for folder in claims.values():
-            folder.mkdir(exist_ok=True)
-            folder.chmod(0o777)
-        launcher = network.add_host(launcher_name(job.name))
-        workers = [network.add_host(worker_name(job.name, i), worker_hostname(job, i)) for i in range(job.spec.workers)]
-        job_paths = {job.spec.data.mount_path: claims["data"], job.spec.checkpoint.mount_path: claims["checkpoints"]}
-        kubelet = Kubelet(network, scratch / "pods", objects, claims, job_paths, as_pod_user=as_pod_user)
-        return JobOnHosts(job, network, kubelet, launcher, workers, claims["data"], claims["checkpoints"])
+        return deploy_job(network, scratch, body, as_pod_user=as_pod_user)
 
     return make

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import job_body
+from job_on_hosts import job_body
 from kubetrain.build.names import worker_hostname
 
 pytestmark = pytest.mark.launch

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import JobOnHosts, job_body
+from job_on_hosts import JobOnHosts, job_body
 
 pytestmark = pytest.mark.launch
 

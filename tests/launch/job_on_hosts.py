@@ -1,0 +1,86 @@
+"""A DistributedTraining laid out on netns hosts: its Secret and ConfigMap rendered by the operator's builders, one host
+for the launcher and one per worker, the claims backed by folders every host shares."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubetrain.api import Job, parse_job
+from kubetrain.build.hosts import build_hosts_configmap
+from kubetrain.build.launcher import build_launcher_job
+from kubetrain.build.names import launcher_name, worker_hostname, worker_name
+from kubetrain.build.pods import build_worker_pod
+from kubetrain.build.ssh import build_ssh_secret
+from kubetrain.keys import generate_ssh_keypair
+from netns_hosts import Host, Network
+from pod_emulator import Container, Kubelet
+
+
+def job_body(
+    name: str,
+    command: list[str],
+    *,
+    workers: int = 2,
+    wait_seconds: int = 60,
+    pod_template: Mapping[str, Any] | None = None,
+    env: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
+    """A DistributedTraining as a user writes it, with data and checkpoint claims the test backs with folders."""
+    return {
+        "apiVersion": "kubetrain.dev/v1alpha1",
+        "kind": "DistributedTraining",
+        "metadata": {"name": name, "namespace": "team", "uid": "0f0e0d0c"},
+        "spec": {
+            "image": "kubetrain/base:0.1.0",
+            "command": command,
+            "env": env or [],
+            "workers": workers,
+            "slotsPerWorker": 1,
+            "data": {"claimName": "data"},
+            "checkpoint": {"claimName": "checkpoints"},
+            "launcher": {"waitForWorkersSeconds": wait_seconds},
+            "podTemplate": dict(pod_template or {}),
+        },
+    }
+
+
+@dataclass
+class JobOnHosts:
+    """One DistributedTraining laid out on hosts: a launcher host and one host per worker."""
+
+    job: Job
+    network: Network
+    kubelet: Kubelet
+    launcher_host: Host
+    worker_hosts: list[Host]
+    data_dir: Path
+    checkpoint_root: Path
+    workers: dict[int, Container] = field(default_factory=dict)
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.checkpoint_root / self.job.namespace / self.job.name
+
+    def start_worker(self, index: int) -> Container:
+        self.workers[index] = self.kubelet.start(self.worker_hosts[index], build_worker_pod(self.job, index))
+        return self.workers[index]
+
+    def start_launcher(self, extra_env: Mapping[str, str] | None = None) -> Container:
+        return self.kubelet.start(self.launcher_host, build_launcher_job(self.job), extra_env)
+
+
+def deploy_job(network: Network, scratch: Path, body: Mapping[str, Any], *, as_pod_user: bool = False) -> JobOnHosts:
+    job = parse_job(body)
+    objects = [build_ssh_secret(job, generate_ssh_keypair()), build_hosts_configmap(job)]
+    claims = {"data": scratch / "data", "checkpoints": scratch / "checkpoints"}
+    for folder in claims.values():
+        folder.mkdir(exist_ok=True)
+        folder.chmod(0o777)
+    launcher = network.add_host(launcher_name(job.name))
+    workers = [network.add_host(worker_name(job.name, i), worker_hostname(job, i)) for i in range(job.spec.workers)]
+    job_paths = {job.spec.data.mount_path: claims["data"], job.spec.checkpoint.mount_path: claims["checkpoints"]}
+    kubelet = Kubelet(network, scratch / "pods", objects, claims, job_paths, as_pod_user=as_pod_user)
+    return JobOnHosts(job, network, kubelet, launcher, workers, claims["data"], claims["checkpoints"])
