@@ -124,16 +124,22 @@ def plan_local_run(
     contract["KUBETRAIN_HOSTFILE"] = os.path.abspath(hostfile)
     base_env.pop("KUBETRAIN_REPORT_STATUS", None)
     env = {**base_env, **contract}
+    # $(NAME) refers to the container's own variables, as in a pod: the contract, then spec.env in order.
+    container_env = dict(contract)
     for index, entry in enumerate(job.spec.env):
         name = entry["name"]
         if "value" in entry:
-            env[name] = map_volume_paths(expand_references(entry["value"], env), volumes)
+            env[name] = container_env[name] = map_volume_paths(
+                expand_references(entry["value"], container_env), volumes
+            )
         elif name not in base_env:
             warnings.append(
                 f"spec.env[{index}] ({name}) takes its value from the cluster (valueFrom); it is unset here: "
                 f"export {name} before `kubetrain run --local` to give it a value"
             )
-    command = [map_volume_paths(expand_references(part, env), volumes) for part in [*job.spec.command, *extra_args]]
+    command = [
+        map_volume_paths(expand_references(part, container_env), volumes) for part in [*job.spec.command, *extra_args]
+    ]
     forward = [name for name in env["KUBETRAIN_FORWARD_ENV"].split() if name in env]
     np = job.spec.num_processes
     if launcher == "mpirun":

@@ -25,6 +25,7 @@ spec:
   env:
     - {name: GREETING, value: "hello $(KUBETRAIN_JOB_NAME), $$(literal)"}
     - {name: EXPORT_TO, value: /checkpoints/exports}
+    - {name: NOT_EXPANDED, value: "$(HOME)/x"}
     - name: API_TOKEN
       valueFrom: {secretKeyRef: {name: token, key: token}}
   launcher: {waitForWorkersSeconds: 60}
@@ -81,7 +82,7 @@ def test_render_never_prints_key_material(tmp_path, capsys):
     [
         (("workers: 2", "workers: 0"), "spec.workers"),
         (("slotsPerWorker: 2", "slotsPerWorker: two"), "spec.slotsPerWorker"),
-        (("  command: [python, -m, mnist, --data-dir, /data/mnist, --epochs, \"2\"]\n", ""), "spec.command"),
+        (('  command: [python, -m, mnist, --data-dir, /data/mnist, --epochs, "2"]\n', ""), "spec.command"),
         (("{name: GREETING", "{name: KUBETRAIN_DATA_DIR"), "spec.env[0].name"),
         (("waitForWorkersSeconds: 60", "waitForWorkersSeconds: -1"), "spec.launcher.waitForWorkersSeconds"),
         (("name: demo}", "name: Demo_Job}"), "metadata.name"),
@@ -141,13 +142,14 @@ def test_local_plan_sets_the_environment_contract(tmp_path):
     assert "KUBETRAIN_REPORT_STATUS" not in env, "no cluster to report to"
     assert env["GREETING"] == "hello demo, $(literal)"
     assert "API_TOKEN" not in env
-    assert plan.warnings and "spec.env[2] (API_TOKEN)" in plan.warnings[0] and "export API_TOKEN" in plan.warnings[0]
+    assert plan.warnings and "spec.env[3] (API_TOKEN)" in plan.warnings[0] and "export API_TOKEN" in plan.warnings[0]
     argv = list(plan.argv)
     assert argv[:3] == ["mpirun", "-np", "4"] and "--allow-run-as-root" not in argv
     # the volumes' mount paths in the command point into the local folders; extra arguments come last
     assert argv[-10:] == ["python", "-m", "mnist", "--data-dir", str(tmp_path / "data" / "mnist"), "--epochs", "2",
                           "--epochs", "1", f"--export={tmp_path / 'ckpt' / 'final'}"]  # fmt: skip
     assert env["EXPORT_TO"] == str(tmp_path / "ckpt" / "exports")
+    assert env["NOT_EXPANDED"] == "$(HOME)/x", "as in a pod, only the container's own variables expand"
     forwarded = {argv[i + 1] for i, word in enumerate(argv) if word == "-x"}
     assert {"PATH", "KUBETRAIN_JOB_NAME", "KUBETRAIN_CHECKPOINT_DIR", "GREETING"} <= forwarded
     assert "API_TOKEN" not in forwarded
