@@ -65,9 +65,6 @@ class Kube:
         except NotFoundError:
             return None
 
-    def list_trainings(self) -> list[dict[str, Any]]:
-        return list(self._resource(*TRAINING).get().to_dict().get("items") or [])
-
     def list_children(self, namespace: str, name: str, uid: str) -> dict[str, list[dict[str, Any]]]:
         """Objects labelled with the job's name and owned (ownerReferences uid) by it."""
         selector = f"{LABEL_JOB}={name}"

@@ -28,6 +28,8 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     config = settings_module.from_environment()
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=config.sync_threads))
     settings.posting.level = logging.WARNING
+    # No cluster-wide namespace/CRD scanning: the namespaced RBAC forbids it and kopf would stall retrying on 403.
+    settings.scanning.disabled = True
     settings.watching.server_timeout = 300
     settings.networking.request_timeout = 60
     api_client = load_api_client()
