@@ -66,12 +66,16 @@ class Kube:
             return None
 
     def list_children(self, namespace: str, name: str, uid: str) -> dict[str, list[dict[str, Any]]]:
-        """Objects labelled with the job's name and owned (ownerReferences uid) by it."""
+        """Objects labelled with the job's name and owned by it (launcher pods: owned by its launcher Job)."""
         selector = f"{LABEL_JOB}={name}"
-        found: dict[str, list[dict[str, Any]]] = {}
+        listed: dict[str, list[dict[str, Any]]] = {}
         for field, (api_version, kind) in CHILD_KINDS.items():
             listing = self._resource(api_version, kind).get(namespace=namespace, label_selector=selector).to_dict()
-            found[field] = [obj for obj in listing.get("items") or [] if _owned_by(obj, uid)]
+            listed[field] = list(listing.get("items") or [])
+        owners = {uid}
+        found = {field: [obj for obj in items if _owned_by(obj, owners)] for field, items in listed.items()}
+        owners |= {job["metadata"]["uid"] for job in found["jobs"]}
+        found["pods"] = [pod for pod in listed["pods"] if _owned_by(pod, owners)]
         return found
 
     def create(self, obj: Mapping[str, Any], owner_uid: str) -> None:
@@ -82,7 +86,7 @@ class Kube:
             resource.create(body=dict(obj), namespace=meta["namespace"])
         except ConflictError:
             existing = resource.get(name=meta["name"], namespace=meta["namespace"]).to_dict()
-            if not _owned_by(existing, owner_uid):
+            if not _owned_by(existing, {owner_uid}):
                 raise ChildConflict(
                     f"{obj['kind']} {meta['namespace']}/{meta['name']} exists and is not owned by this "
                     "DistributedTraining: delete or rename it"
@@ -140,6 +144,6 @@ class Kube:
             log.warning("could not post event %s on %s/%s: %s", reason, meta["namespace"], meta["name"], error.reason)
 
 
-def _owned_by(obj: Mapping[str, Any], uid: str) -> bool:
+def _owned_by(obj: Mapping[str, Any], uids: set[str]) -> bool:
     refs = (obj.get("metadata") or {}).get("ownerReferences") or []
-    return any(ref.get("uid") == uid for ref in refs)
+    return any(ref.get("uid") in uids for ref in refs)
