@@ -1,0 +1,1 @@
+"""kubetrain's benchmarks: `python -m tests.bench --size small|full` (see run.py)."""

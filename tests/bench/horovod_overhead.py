@@ -1,0 +1,122 @@
+"""Horovod overhead on one machine: images/s of the cifar_mixup CNN for (a) plain Keras, 1 process x 2 threads,
+(b) Horovod np=1 x 2 threads, (c) Horovod np=2 x 1 thread each with each tensor-fusion setting tried, the best kept;
+and one allreduce of every gradient against the step time.
+
+The configurations run interleaved, `rounds` times (a, b, c..., a, b, c...), so slow and fast moments of a shared
+machine fall on all of them. Every process trains from in-memory tensors with the same per-rank batch (32, the
+program's default); images/s of a Horovod run is the sum over ranks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import processes
+from .report import Row
+from .stats import median, ratio, window_rates
+
+SECTION = "2 horovod"
+TARGET_RATIO = 0.95
+
+
+@dataclass(frozen=True)
+class FusionSetting:
+    threshold_bytes: int
+    cycle_time_ms: float
+
+    def env(self) -> dict[str, str]:
+        return {"HOROVOD_FUSION_THRESHOLD": str(self.threshold_bytes), "HOROVOD_CYCLE_TIME": f"{self.cycle_time_ms:g}"}
+
+    def label(self) -> str:
+        return f"fusion {self.threshold_bytes // 2**20} MiB, cycle {self.cycle_time_ms:g} ms"
+
+
+@dataclass(frozen=True)
+class Config:
+    key: str
+    label: str
+    ranks: int | None  # None: plain Keras without horovodrun
+    threads: int
+    fusion: FusionSetting | None = None
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """What the training benchmarks hand to the fraction-of-peak row."""
+
+    plain_images_per_second: float
+    horovod_images_per_second: float
+    training_flops_per_image: float
+    forward_flops_per_image: float
+    profiler_forward_flops_per_image: float
+
+
+def configs(fusion_settings: list[FusionSetting]) -> list[Config]:
+    found = [Config("a", "(a) plain Keras, 1 process x 2 threads", None, 2),
+             Config("b", "(b) Horovod np=1 x 2 threads", 1, 2)]
+    found += [Config(f"c{index}", f"(c) Horovod np=2 x 1 thread, {setting.label()}", 2, 1, setting)
+              for index, setting in enumerate(fusion_settings)]
+    return found
+
+
+def _run(config: Config, out: Path, steps: int, windows: int, warmup: int) -> list[dict]:
+    args = ["--threads", str(config.threads), "--steps", str(steps), "--windows", str(windows),
+            "--warmup-steps", str(warmup), "--out", str(out)]
+    if config.ranks is not None:
+        args.append("--horovod")
+    processes.run("throughput", args, config.threads, horovod_np=config.ranks,
+                  extra_env=config.fusion.env() if config.fusion else None)
+    return [processes.read_json(out / f"rank{rank}.json") for rank in range(config.ranks or 1)]
+
+
+def images_per_second(ranks: list[dict]) -> list[float]:
+    """Per-window images/s summed over ranks (ranks step in lockstep, so their windows line up)."""
+    per_rank = [window_rates(r["times"], r["batch_size"], r["windows"]) for r in ranks]
+    return [sum(window) for window in zip(*per_rank, strict=True)]
+
+
+def measure(workdir: Path, rounds: int, steps: int, windows: int, warmup: int,
+            fusion_settings: list[FusionSetting]) -> tuple[list[Row], Throughput]:
+    rates: dict[str, list[float]] = {}
+    allreduce: dict[str, list[float]] = {}
+    step_seconds: dict[str, list[float]] = {}
+    flops: dict = {}
+    plan = configs(fusion_settings)
+    for round_index in range(rounds):
+        for config in plan:
+            ranks = _run(config, workdir / f"throughput-{config.key}-{round_index}", steps, windows, warmup)
+            window = images_per_second(ranks)
+            rates.setdefault(config.key, []).extend(window)
+            step_seconds.setdefault(config.key, []).extend(ranks[0]["batch_size"] * len(ranks) / r for r in window)
+            if "allreduce_seconds" in ranks[0]:
+                allreduce.setdefault(config.key, []).extend(ranks[0]["allreduce_seconds"])
+                flops["gradient_bytes"] = ranks[0]["gradient_bytes"]
+            if "training_flops_per_example" in ranks[0]:
+                flops.update({k: v for k, v in ranks[0].items() if k.endswith("_per_example")})
+    medians = {key: median(values) for key, values in rates.items()}
+    labels = {config.key: config.label for config in plan}
+    best = max((c for c in plan if c.key.startswith("c")), key=lambda c: medians[c.key])
+    plain, single, pair = medians["a"], medians["b"], medians[best.key]
+    allreduce_seconds, pair_step = median(allreduce[best.key]), median(step_seconds[best.key])
+    tried = "; ".join(f"{c.fusion.label()}: {medians[c.key]:.0f}/s" for c in plan if c.fusion)
+    runs = f"median of {rounds} x {windows} windows of {steps // windows} steps"
+    rows = [
+        Row(SECTION, labels["a"], plain, "images/s", detail=runs, extra={"windows": rates["a"]}),
+        Row(SECTION, labels["b"], single, "images/s", detail=f"(b)/(a) = {ratio(single, plain):.3f}",
+            extra={"windows": rates["b"]}),
+        Row(SECTION, "(c) Horovod np=2 x 1 thread, best fusion setting", pair, "images/s",
+            detail=f"best: {best.fusion.label() if best.fusion else ''}; tried {tried}",
+            extra={"windows": {labels[c.key]: rates[c.key] for c in plan if c.fusion}}),
+        Row(SECTION, "(c)/(a) images/s", ratio(pair, plain), "x", target=f">= {TARGET_RATIO}",
+            meets=ratio(pair, plain) >= TARGET_RATIO, detail="2 ranks x 1 thread vs 1 process x 2 threads"),
+        Row(SECTION, "allreduce / step time at np=2", ratio(allreduce_seconds, pair_step), "x",
+            detail=f"allreduce of all {flops.get('gradient_bytes', 0) / 2**20:.2f} MiB of gradients "
+                   f"{1000 * allreduce_seconds:.1f} ms (timed alone, gloo) vs step {1000 * pair_step:.0f} ms",
+            extra={"allreduce_seconds": allreduce[best.key]}),
+    ]
+    throughput = Throughput(plain_images_per_second=plain, horovod_images_per_second=pair,
+                            training_flops_per_image=flops["training_flops_per_example"],
+                            forward_flops_per_image=flops["forward_flops_per_example"],
+                            profiler_forward_flops_per_image=flops["profiler_forward_flops_per_example"])
+    return rows, throughput

@@ -1,0 +1,59 @@
+"""Input pipeline: (1) training steps/s fed from HDF5 through trainlib's pipeline vs from in-memory tensors, one
+process, alternated; (2) 2 ranks reading their share of a large file as contiguous blocks (trainlib) vs strided
+`[rank::size]`, both ranks at once, the file dropped from the page cache before every pass."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import processes
+from .datasets import drop_from_page_cache, write_cifar_like
+from .report import Row
+from .stats import median, ratio
+
+SECTION = "3 input"
+TARGET_RATIO = 0.95
+READ_RANKS = 2
+
+
+def feed_rows(workdir: Path, rows: int, steps: int, repeats: int, warmup: int) -> list[Row]:
+    data = write_cifar_like(workdir / "pipeline.h5", rows, seed=1)
+    out = workdir / "pipeline-steps.json"
+    processes.run("pipeline_steps", ["--data", str(data), "--threads", "2", "--steps", str(steps),
+                                     "--repeats", str(repeats), "--warmup-steps", str(warmup), "--out", str(out)],
+                  threads=2)
+    result = processes.read_json(out)
+    hdf5, memory = median(result["steps_per_second"]["hdf5"]), median(result["steps_per_second"]["memory"])
+    value = ratio(hdf5, memory)
+    return [Row(SECTION, "HDF5 pipeline vs in-memory tensors, training steps/s", value, "x",
+                target=f">= {TARGET_RATIO}", meets=value >= TARGET_RATIO,
+                detail=f"{hdf5:.2f} vs {memory:.2f} steps/s (batch 32, 1 process x 2 threads, MixUp on the HDF5 "
+                       f"side as cifar_mixup trains; median of {repeats} alternated runs of {steps} steps)",
+                extra=result["steps_per_second"])]
+
+
+def _read_pass(data: Path, pattern: str, out_dir: Path) -> float:
+    """Bytes/s of both ranks reading their share at once (total bytes / slowest rank's seconds)."""
+    drop_from_page_cache(data)
+    started = [processes.start("read_pattern", ["--data", str(data), "--rank", str(rank), "--size", str(READ_RANKS),
+                                                "--pattern", pattern, "--out", str(out_dir / f"{pattern}{rank}.json")],
+                               threads=1) for rank in range(READ_RANKS)]
+    for process in started:
+        processes.finish(process)
+    results = [processes.read_json(out_dir / f"{pattern}{rank}.json") for rank in range(READ_RANKS)]
+    return sum(r["bytes"] for r in results) / max(r["seconds"] for r in results)
+
+
+def read_rows(workdir: Path, rows: int, repeats: int) -> list[Row]:
+    data = write_cifar_like(workdir / "large.h5", rows, seed=2)
+    speeds: dict[str, list[float]] = {"contiguous": [], "strided": []}
+    for _ in range(repeats):
+        for pattern in speeds:
+            speeds[pattern].append(_read_pass(data, pattern, workdir))
+    contiguous, strided = median(speeds["contiguous"]), median(speeds["strided"])
+    size_mib = data.stat().st_size / 2**20
+    return [Row(SECTION, "contiguous block vs strided [rank::size] reads, 2 ranks", ratio(contiguous, strided), "x",
+                detail=f"{contiguous / 2**20:.0f} vs {strided / 2**20:.0f} MiB/s of rows delivered, {size_mib:.0f} MiB "
+                       f"file ({rows} rows, 1024-row chunks), page cache dropped before each pass; median of "
+                       f"{repeats}",
+                extra=speeds)]

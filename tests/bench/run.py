@@ -1,0 +1,179 @@
+"""Run kubetrain's benchmarks side by side, print the table, write results/latest.json and results/latest.md.
+
+    python -m tests.bench --size small     # seconds to a few minutes; what CI runs
+    python -m tests.bench --size full      # the sizes of the issue: 1/10/50 jobs, 3 interleaved rounds, ...
+
+Absolute numbers on a shared machine are noisy; the table leads with ratios of runs made side by side and medians
+over repeats. A row that misses its target is reported, never raised: benchmarks do not fail on a slow machine.
+A benchmark that cannot run at all (a worker crashes, the control plane does not start) is an error: the other rows
+are still written, and the command exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.metadata
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import horovod_overhead, input_pipeline, memory_growth, peak_fraction
+from .cpu_peak import parse_cpuinfo
+from .horovod_overhead import FusionSetting, Throughput
+from .report import Row, format_text, write_results
+
+RESULTS = Path(__file__).resolve().parent / "results"
+BENCHMARKS = ("horovod", "peak", "input", "memory", "operator")
+MIB = 2**20
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Everything that differs between --size small and --size full."""
+
+    operator_jobs: tuple[int, ...]
+    operator_single_repeats: int
+    operator_nodes: int
+    horovod_rounds: int
+    horovod_steps: int
+    horovod_windows: int
+    horovod_warmup: int
+    fusion_settings: tuple[FusionSetting, ...]
+    feed_rows: int
+    feed_steps: int
+    feed_repeats: int
+    read_rows: int
+    read_repeats: int
+    memory_rows: int
+    gpus_per_node: int = 64
+
+
+SIZES = {
+    "small": Sizes(operator_jobs=(1, 5), operator_single_repeats=2, operator_nodes=2,
+                   horovod_rounds=1, horovod_steps=24, horovod_windows=3, horovod_warmup=5,
+                   fusion_settings=(FusionSetting(64 * MIB, 1.0),),
+                   feed_rows=4096, feed_steps=20, feed_repeats=2, read_rows=20_000, read_repeats=2,
+                   memory_rows=8192),
+    "full": Sizes(operator_jobs=(1, 10, 50), operator_single_repeats=5, operator_nodes=3,
+                  horovod_rounds=3, horovod_steps=60, horovod_windows=3, horovod_warmup=10,
+                  fusion_settings=(FusionSetting(64 * MIB, 1.0), FusionSetting(64 * MIB, 5.0),
+                                   FusionSetting(1 * MIB, 1.0)),
+                  feed_rows=16_384, feed_steps=50, feed_repeats=3, read_rows=200_000, read_repeats=3,
+                  memory_rows=20_000),
+}
+
+
+def _version(distribution: str) -> str:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def environment(size: str) -> dict[str, str]:
+    """What a reader needs to compare two tables: machine, versions, commit."""
+    cpu = parse_cpuinfo(Path("/proc/cpuinfo").read_text())
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=RESULTS.parents[2]).stdout.strip()
+    return {
+        "size": size,
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": f"python -m tests.bench --size {size}",
+        "machine": f"{cpu.model}, {cpu.processors} cores at {cpu.mhz:.0f} MHz, {platform.machine()}",
+        "versions": f"python {platform.python_version()}, tensorflow-cpu {_version('tensorflow-cpu')}, "
+                    f"horovod {_version('horovod')}, kopf {_version('kopf')}",
+        "commit": commit or "unknown",
+    }
+
+
+def run_benchmarks(selected: Sequence[str], sizes: Sizes, workdir: Path,
+                   log: Callable[[str], None]) -> tuple[list[Row], list[str]]:
+    """Every selected benchmark in a fixed order; returns the rows and one message per benchmark that failed."""
+    rows: list[Row] = []
+    errors: list[str] = []
+    throughput: Throughput | None = None
+
+    def attempt(name: str, step: Callable[[], list[Row]]) -> None:
+        started = time.monotonic()
+        log(f"[bench] {name} ...")
+        try:
+            found = step()
+        except Exception as error:  # one broken benchmark must not hide the others' rows
+            errors.append(f"{name}: {error}")
+            log(f"[bench] {name} FAILED after {time.monotonic() - started:.0f}s:\n{traceback.format_exc()}")
+            return
+        rows.extend(found)
+        log(f"[bench] {name} done in {time.monotonic() - started:.0f}s")
+
+    def horovod() -> list[Row]:
+        nonlocal throughput
+        found, throughput = horovod_overhead.measure(
+            workdir, sizes.horovod_rounds, sizes.horovod_steps, sizes.horovod_windows, sizes.horovod_warmup,
+            list(sizes.fusion_settings))
+        return found
+
+    def peak() -> list[Row]:
+        if throughput is None:
+            raise RuntimeError("the fraction of peak needs the horovod benchmark's images/s; run it too")
+        return peak_fraction.rows(throughput)
+
+    def input_rows() -> list[Row]:
+        return (input_pipeline.feed_rows(workdir, sizes.feed_rows, sizes.feed_steps, sizes.feed_repeats,
+                                         warmup=5)
+                + input_pipeline.read_rows(workdir, sizes.read_rows, sizes.read_repeats))
+
+    def operator() -> list[Row]:
+        from . import operator_latency  # needs the control plane's Python dependencies only when selected
+
+        return operator_latency.measure(workdir / "operator", list(sizes.operator_jobs),
+                                        sizes.operator_single_repeats, sizes.operator_nodes, sizes.gpus_per_node)
+
+    steps: dict[str, Callable[[], list[Row]]] = {
+        "horovod": horovod, "peak": peak, "input": input_rows,
+        "memory": lambda: memory_growth.measure(workdir, sizes.memory_rows), "operator": operator,
+    }
+    for name in BENCHMARKS:
+        if name in selected:
+            attempt(name, steps[name])
+    return rows, errors
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", choices=sorted(SIZES), default="small", help="small (CI) or full (default: small)")
+    parser.add_argument("--only", default=",".join(BENCHMARKS),
+                        help=f"comma-separated subset of {','.join(BENCHMARKS)} (peak needs horovod; default: all)")
+    parser.add_argument("--results", type=Path, default=RESULTS, help=f"output directory (default: {RESULTS})")
+    parser.add_argument("--workdir", type=Path, help="scratch directory to keep (default: a temporary one, removed)")
+    args = parser.parse_args(argv)
+    selected = [name.strip() for name in args.only.split(",") if name.strip()]
+    unknown = sorted(set(selected) - set(BENCHMARKS))
+    if unknown:
+        parser.error(f"--only: unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}")
+
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="kubetrain-bench-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    meta = environment(args.size)
+    started = time.monotonic()
+    rows, errors = run_benchmarks(selected, SIZES[args.size], workdir, lambda line: print(line, flush=True))
+    meta["seconds"] = f"{time.monotonic() - started:.0f}"
+    if errors:
+        meta["errors"] = " | ".join(errors)
+    json_path, markdown_path = write_results(args.results, rows, meta)
+    print(format_text(rows))
+    print(f"\nwrote {json_path} and {markdown_path} in {meta['seconds']} s")
+    if errors:
+        print(f"{len(errors)} benchmark(s) failed (scratch files kept in {workdir}):", *errors, sep="\n  ",
+              file=sys.stderr)
+        return 1
+    if args.workdir is None:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0
