@@ -9,10 +9,16 @@ KUBERNETES_VERSION=v1.34.4 # k8s.io/kubernetes; its staging modules are publishe
 STAGING_VERSION=v0.34.4
 ETCD_VERSION=v3.6.4 # go.etcd.io/etcd/server/v3, the version kubernetes v1.34.4 itself requires
 KWOK_VERSION=v0.7.0 # sigs.k8s.io/kwok, built in its own module against the Kubernetes libraries it was released with
-BUILD_FLAGS=(-trimpath "-ldflags=-s -w")
+LDFLAGS="-s -w"
+# What `hack/lib/version.sh` stamps into release builds, so /version and kubectl report v1.34.4.
+KUBE_VERSION_LDFLAGS="-X k8s.io/component-base/version.gitVersion=$KUBERNETES_VERSION \
+-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=34 \
+-X k8s.io/component-base/version.gitTreeState=clean -X k8s.io/component-base/version.buildDate=1970-01-01T00:00:00Z \
+-X k8s.io/client-go/pkg/version.gitVersion=$KUBERNETES_VERSION -X k8s.io/client-go/pkg/version.gitMajor=1 \
+-X k8s.io/client-go/pkg/version.gitMinor=34 -X k8s.io/client-go/pkg/version.gitTreeState=clean"
 
 cache=${KUBETRAIN_CACHE:-$HOME/.cache/kubetrain}
-pins="kubernetes=$KUBERNETES_VERSION staging=$STAGING_VERSION etcd=$ETCD_VERSION kwok=$KWOK_VERSION flags=${BUILD_FLAGS[*]}"
+pins="kubernetes=$KUBERNETES_VERSION staging=$STAGING_VERSION etcd=$ETCD_VERSION kwok=$KWOK_VERSION ldflags=$LDFLAGS $KUBE_VERSION_LDFLAGS"
 key=$(printf '%s' "$pins" | sha256sum | cut -c1-12)
 root="$cache/controlplane-$key"
 bin="$root/bin"
@@ -59,6 +65,12 @@ run() { # runs a step, keeping its output in the log; on failure prints the exac
   fi
 }
 
+go_in() { # go_in DIR ARGS...: runs go inside the wrapper module DIR
+  local dir=$1
+  shift
+  (cd "$dir" && go "$@")
+}
+
 # Kubernetes: a wrapper module that requires k8s.io/kubernetes and maps each staging module (which kubernetes's own
 # go.mod replaces with ./staging/src/...) to its published release. etcd's server is built in the same module so it
 # shares the exact etcd libraries kubernetes was tested with.
@@ -96,18 +108,18 @@ build_kubernetes() {
   if [ ! -f "$dir/go.sum" ]; then
     echo "module kubetrain.dev/controlplane/kubernetes" >"$dir/go.mod"
     run "resolving k8s.io/kubernetes@$KUBERNETES_VERSION" write_kubernetes_module "$dir"
-    run "resolving modules for kubernetes $KUBERNETES_VERSION and etcd $ETCD_VERSION" bash -c "cd '$dir' && go mod tidy"
+    run "resolving modules for kubernetes $KUBERNETES_VERSION and etcd $ETCD_VERSION" go_in "$dir" mod tidy
   fi
   for b in "${kube_binaries[@]}"; do [ -x "$bin/$b" ] || pkgs+=("k8s.io/kubernetes/cmd/$b"); done
   if [ ${#pkgs[@]} -gt 0 ]; then
     mkdir -p "$root/out"
     run "building ${pkgs[*]##*/} (first build: 10-30 minutes on 2 cores)" \
-      bash -c "cd '$dir' && go build ${BUILD_FLAGS[*]@Q} -o '$root/out/' ${pkgs[*]}"
+      go_in "$dir" build -trimpath -ldflags="$LDFLAGS $KUBE_VERSION_LDFLAGS" -o "$root/out/" "${pkgs[@]}"
     for b in "${pkgs[@]##*/}"; do mv "$root/out/$b" "$bin/$b"; done
   fi
   if [ ! -x "$bin/etcd" ]; then
     run "building etcd $ETCD_VERSION" \
-      bash -c "cd '$dir' && go build ${BUILD_FLAGS[*]@Q} -o '$root/out/etcd' go.etcd.io/etcd/server/v3"
+      go_in "$dir" build -trimpath -ldflags="$LDFLAGS" -o "$root/out/etcd" go.etcd.io/etcd/server/v3
     mv "$root/out/etcd" "$bin/etcd"
   fi
 }
@@ -120,10 +132,10 @@ build_kwok() {
   if [ ! -f "$dir/go.sum" ]; then
     printf 'module kubetrain.dev/controlplane/kwok\n\ngo 1.24.0\n\nrequire sigs.k8s.io/kwok %s\n\ntool sigs.k8s.io/kwok/cmd/kwok\n' \
       "$KWOK_VERSION" >"$dir/go.mod"
-    run "resolving modules for kwok $KWOK_VERSION" bash -c "cd '$dir' && go mod tidy"
+    run "resolving modules for kwok $KWOK_VERSION" go_in "$dir" mod tidy
   fi
   run "building kwok $KWOK_VERSION" \
-    bash -c "cd '$dir' && go build ${BUILD_FLAGS[*]@Q} -o '$root/out/kwok' sigs.k8s.io/kwok/cmd/kwok"
+    go_in "$dir" build -trimpath -ldflags="$LDFLAGS" -o "$root/out/kwok" sigs.k8s.io/kwok/cmd/kwok
   mv "$root/out/kwok" "$bin/kwok"
 }
 

@@ -52,6 +52,7 @@ FAKE_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
 GPU_RESOURCE = "nvidia.com/gpu"
 
 SERVICE_CIDR = "10.96.0.0/16"
+FRONT_PROXY_NAME = "front-proxy-client"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 DEFAULT_NODES = (("kwok-gpu-0", 4), ("kwok-gpu-1", 4))
 
@@ -139,6 +140,7 @@ class Pki:
     admin: Credential
     controller_manager: Credential
     scheduler: Credential
+    front_proxy: Credential
     service_account_key: Path
     service_account_pub: Path
 
@@ -217,6 +219,7 @@ def write_pki(directory: Path) -> Pki:
         admin=issue("admin", _name("kubetrain-admin", "system:masters"), client=True),
         controller_manager=issue("controller-manager", _name("system:kube-controller-manager"), client=True),
         scheduler=issue("scheduler", _name("system:kube-scheduler"), client=True),
+        front_proxy=issue("front-proxy-client", _name(FRONT_PROXY_NAME), client=True),
         service_account_key=_write(directory / "sa.key", service_account_key.private_bytes(
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())),
         service_account_pub=_write(directory / "sa.pub", service_account_key.public_key().public_bytes(
@@ -447,13 +450,13 @@ class ControlPlane:
         url = f"http://127.0.0.1:{client}"
         process = self._spawn(
             "etcd",
-            "--name=default",
+            "--name=kubetrain-test",
             f"--data-dir={self.workdir / 'etcd'}",
             f"--listen-client-urls={url}",
             f"--advertise-client-urls={url}",
             f"--listen-peer-urls=http://127.0.0.1:{peer}",
             f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
-            f"--initial-cluster=default=http://127.0.0.1:{peer}",
+            f"--initial-cluster=kubetrain-test=http://127.0.0.1:{peer}",
             "--unsafe-no-fsync=true",  # throwaway data: skip fsync so a slow disk does not slow the tests
             "--log-level=warn",
         )
@@ -485,6 +488,15 @@ class ControlPlane:
             f"--service-account-signing-key-file={pki.service_account_key}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--allow-privileged=true",
+            # Request-header authentication, as kubeadm sets it up: the controller manager and scheduler read this
+            # CA for their own delegated authentication, and aggregated APIs would be proxied with this client.
+            f"--requestheader-client-ca-file={pki.ca.cert}",
+            f"--requestheader-allowed-names={FRONT_PROXY_NAME}",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={pki.front_proxy.cert}",
+            f"--proxy-client-key-file={pki.front_proxy.key}",
             "--endpoint-reconciler-type=none",  # Endpoints may not hold a loopback address
             f"--cert-dir={self.workdir / 'apiserver-certs'}",
             "--profiling=false",

@@ -23,8 +23,7 @@ def pod_manifest(name: str, gpus: int = 0, image: str = IMAGE, owner: dict[str, 
 
 
 def job_manifest(name: str, backoff_limit: int = 0) -> dict[str, Any]:
-    template = pod_manifest("unused")
-    del template["metadata"]
+    template = {"spec": pod_manifest("unused")["spec"]}
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
             "spec": {"backoffLimit": backoff_limit, "template": template}}
 
