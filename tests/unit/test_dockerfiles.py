@@ -199,7 +199,7 @@ def test_base_gpu_variant_uses_tensorflow_gpu_image_and_nccl():
     assert froms[-1].startswith("base-${VARIANT}")
     assert any(i.arguments.startswith("VARIANT=cpu") for i in base.all("ARG"))
     runs = " ".join(i.arguments for i in base.all("RUN"))
-    assert 'if [ "$VARIANT" = gpu ]; then export HOROVOD_GPU_OPERATIONS=NCCL; fi' in runs
+    assert re.search(r'if \[ "\$VARIANT" = gpu \]; then\s+export HOROVOD_GPU_OPERATIONS=NCCL ', runs)
     # the GPU image must not install tensorflow-cpu on top of tensorflow: the pin is rewritten to the same version
     assert "s/^tensorflow-cpu==/tensorflow==/" in runs
 
