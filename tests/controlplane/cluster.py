@@ -295,7 +295,8 @@ def free_port() -> int:
 
 
 def _die_with_parent() -> None:
-    """Runs in the child before exec: the kernel kills it if the test process dies without calling stop()."""
+    """Runs in the child before exec: the kernel kills it if the thread that started it (keep that the main thread)
+    dies without calling stop()."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 

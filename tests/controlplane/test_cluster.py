@@ -95,7 +95,16 @@ def test_job_completes_only_when_its_pod_is_made_to_succeed(control_plane: Contr
     create(control_plane, namespace, job_manifest("launcher"))
     pod = job_pod(control_plane, namespace, "launcher")
     assert conditions(pod)["Ready"]["status"] == "True"
-    assert "Complete" not in conditions(control_plane.get("job", "launcher", namespace))
+
+    def counted() -> dict[str, Any] | None:
+        job = control_plane.get("job", "launcher", namespace)
+        return job if job["status"].get("ready") == 1 else None
+
+    # Once the job controller has counted the ready pod, the pod still runs and the Job is still active.
+    job = wait_until(counted, message="job launcher to count one ready pod")
+    assert job["status"]["active"] == 1
+    assert "Complete" not in conditions(job)
+    assert control_plane.get("pod", pod["metadata"]["name"], namespace)["status"]["phase"] == "Running"
 
     control_plane.set_pod_outcome(namespace, pod["metadata"]["name"], phase="Succeeded")
 
