@@ -1,0 +1,164 @@
+"""Worker pods, and the pod pieces the worker and the launcher share."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubetrain.api import Job
+from kubetrain.build.env import container_env
+from kubetrain.build.names import (
+    ENTRYPOINTS,
+    HOME_DIR,
+    HOSTS_DIR,
+    LABEL_ATTEMPT,
+    LABEL_INDEX,
+    ROLE_WORKER,
+    SSH_DIR,
+    SSH_PORT,
+    hosts_configmap_name,
+    labels,
+    metadata,
+    service_account_name,
+    service_name,
+    ssh_secret_name,
+    worker_name,
+)
+from kubetrain.build.template import merge_pod_template
+
+GPU_RESOURCE = "nvidia.com/gpu"
+RUN_AS_USER = 1000
+
+
+def build_worker_pod(job: Job, index: int, attempt: int = 0) -> dict[str, Any]:
+    """Worker `index`: sshd on 2222 (ready when it accepts TCP), GPUs, data and checkpoint volumes."""
+    spec = job.spec
+    name = worker_name(job.name, index)
+    extra = {LABEL_INDEX: str(index), LABEL_ATTEMPT: str(attempt)}
+    container = {
+        "name": ROLE_WORKER,
+        "image": spec.image,
+        "command": [f"{ENTRYPOINTS}/worker"],
+        "env": [*container_env(job), {"name": "HOME", "value": HOME_DIR}],
+        "ports": [{"name": "ssh", "containerPort": SSH_PORT, "protocol": "TCP"}],
+        "readinessProbe": {"tcpSocket": {"port": SSH_PORT}, "periodSeconds": 2, "failureThreshold": 3},
+        "resources": worker_resources(job),
+        "securityContext": container_security_context(),
+        "volumeMounts": [*shared_mounts(), *data_mounts(job)],
+        # the tail of the log becomes the termination message: kept in status after the pod is gone
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    if spec.image_pull_policy:
+        container["imagePullPolicy"] = spec.image_pull_policy
+    pod_spec: dict[str, Any] = {
+        "hostname": name,
+        "subdomain": service_name(job.name),
+        "restartPolicy": "Never",
+        "serviceAccountName": service_account_name(job.name),
+        # rank 0 runs here and reports progress to the job's status with this token
+        "automountServiceAccountToken": True,
+        "securityContext": pod_security_context(),
+        "containers": [container],
+        "volumes": [*shared_volumes(job), *data_volumes(job)],
+        **scheduling(job),
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata(job, name, ROLE_WORKER, **extra),
+        "spec": pod_spec,
+    }
+    return merge_pod_template(pod, job.spec.pod_template)
+
+
+def worker_resources(job: Job) -> dict[str, Any]:
+    resources = job.spec.resources
+    requests: dict[str, Any] = {}
+    limits: dict[str, Any] = {}
+    if resources.cpu:
+        requests["cpu"] = limits["cpu"] = resources.cpu
+    if resources.memory:
+        requests["memory"] = limits["memory"] = resources.memory
+    if resources.gpus_per_worker:
+        limits[GPU_RESOURCE] = resources.gpus_per_worker
+    out: dict[str, Any] = {}
+    if requests:
+        out["requests"] = requests
+    if limits:
+        out["limits"] = limits
+    return out
+
+
+def pod_security_context() -> dict[str, Any]:
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": RUN_AS_USER,
+        "runAsGroup": RUN_AS_USER,
+        "fsGroup": RUN_AS_USER,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def container_security_context() -> dict[str, Any]:
+    return {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+
+
+def shared_mounts() -> list[dict[str, Any]]:
+    return [
+        {"name": "ssh", "mountPath": SSH_DIR, "readOnly": True},
+        {"name": "hosts", "mountPath": HOSTS_DIR, "readOnly": True},
+        {"name": "home", "mountPath": HOME_DIR},
+        {"name": "tmp", "mountPath": "/tmp"},
+    ]
+
+
+def shared_volumes(job: Job) -> list[dict[str, Any]]:
+    return [
+        {"name": "ssh", "secret": {"secretName": ssh_secret_name(job.name), "defaultMode": 0o400}},
+        {"name": "hosts", "configMap": {"name": hosts_configmap_name(job.name), "defaultMode": 0o555}},
+        {"name": "home", "emptyDir": {}},
+        {"name": "tmp", "emptyDir": {}},
+    ]
+
+
+def data_mounts(job: Job) -> list[dict[str, Any]]:
+    data, checkpoint = job.spec.data, job.spec.checkpoint
+    return [
+        {"name": "data", "mountPath": data.mount_path, "readOnly": data.read_only},
+        {"name": "checkpoint", "mountPath": checkpoint.mount_path},
+        {"name": "shm", "mountPath": "/dev/shm"},
+    ]
+
+
+def data_volumes(job: Job) -> list[dict[str, Any]]:
+    """PVCs when claimName is set; otherwise emptyDir (checkpoints then live only as long as the pod)."""
+
+    def volume(name: str, claim: str | None, read_only: bool) -> dict[str, Any]:
+        if claim:
+            return {"name": name, "persistentVolumeClaim": {"claimName": claim, "readOnly": read_only}}
+        return {"name": name, "emptyDir": {}}
+
+    return [
+        volume("data", job.spec.data.claim_name, job.spec.data.read_only),
+        volume("checkpoint", job.spec.checkpoint.claim_name, False),
+        {"name": "shm", "emptyDir": {"medium": "Memory"}},
+    ]
+
+
+def scheduling(job: Job) -> dict[str, Any]:
+    sched = job.spec.scheduling
+    out: dict[str, Any] = {}
+    if sched.node_selector:
+        out["nodeSelector"] = dict(sched.node_selector)
+    if sched.tolerations:
+        out["tolerations"] = [dict(t) for t in sched.tolerations]
+    if sched.priority_class_name:
+        out["priorityClassName"] = sched.priority_class_name
+    return out
+
+
+def pod_labels(job: Job, role: str, attempt: int) -> dict[str, str]:
+    return labels(job, role, **{LABEL_ATTEMPT: str(attempt)})

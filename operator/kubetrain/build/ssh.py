@@ -1,0 +1,35 @@
+"""The per-job SSH Secret: key pair, authorized_keys and the client config the launcher uses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubetrain.api import Job
+from kubetrain.build.names import ROLE_CONFIG, SSH_PORT, metadata, ssh_secret_name
+from kubetrain.keys import SshKeyPair
+
+SSH_CLIENT_CONFIG = f"""Host *
+  Port {SSH_PORT}
+  IdentityFile ~/.ssh/id_ed25519
+  IdentitiesOnly yes
+  StrictHostKeyChecking no
+  UserKnownHostsFile /dev/null
+  LogLevel ERROR
+  ConnectTimeout 5
+  ServerAliveInterval 30
+"""
+
+
+def build_ssh_secret(job: Job, keys: SshKeyPair) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": metadata(job, ssh_secret_name(job.name), ROLE_CONFIG),
+        "stringData": {
+            "id_ed25519": keys.private_key,
+            "id_ed25519.pub": keys.public_key,
+            "authorized_keys": keys.public_key,
+            "ssh_config": SSH_CLIENT_CONFIG,
+        },
+    }

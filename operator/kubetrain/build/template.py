@@ -1,0 +1,44 @@
+"""Merge the user's spec.podTemplate (the escape hatch) into a pod template kubetrain built."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+# Lists whose entries are matched by name (ours first, the user's fields merged in); other lists are appended.
+_KEYED_LISTS = {"containers", "initContainers", "volumes", "env", "volumeMounts", "ports"}
+
+
+def merge_pod_template(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
+    """Deep-merge `overlay` ({metadata, spec}) into `base`; kubetrain's own labels always win."""
+    merged = _merge(copy.deepcopy(dict(base)), overlay)
+    own_labels = base.get("metadata", {}).get("labels", {})
+    merged.setdefault("metadata", {}).setdefault("labels", {}).update(own_labels)
+    return merged
+
+
+def _merge(base: dict[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
+    for key, value in overlay.items():
+        current = base.get(key)
+        if isinstance(current, dict) and isinstance(value, Mapping):
+            base[key] = _merge(current, value)
+        elif isinstance(current, list) and isinstance(value, list):
+            base[key] = _merge_list(key, current, value)
+        else:
+            base[key] = copy.deepcopy(value)
+    return base
+
+
+def _merge_list(key: str, current: list[Any], extra: list[Any]) -> list[Any]:
+    if key not in _KEYED_LISTS:
+        return [*current, *copy.deepcopy(extra)]
+    result = list(current)
+    positions = {item.get("name"): i for i, item in enumerate(result) if isinstance(item, dict)}
+    for item in extra:
+        name = item.get("name") if isinstance(item, Mapping) else None
+        if name in positions:
+            result[positions[name]] = _merge(result[positions[name]], item)
+        else:
+            result.append(copy.deepcopy(item))
+    return result
