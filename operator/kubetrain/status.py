@@ -10,6 +10,8 @@ from typing import Any
 from kubetrain import reasons
 
 IMAGE_ERRORS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
+# images/base/entrypoints/launcher exits 3 when a worker never accepted ssh within launcher.waitForWorkersSeconds
+LAUNCHER_UNREACHABLE_EXIT = 3
 CONTAINER_START_ERRORS = ("CreateContainerConfigError", "CreateContainerError", "RunContainerError")
 
 Obj = Mapping[str, Any]
@@ -65,9 +67,19 @@ def pod_failure(pod: Obj, role: str) -> Failure | None:
             return Failure(failed_reason, f"{role} pod {name}: {waiting['reason']}: {detail}")
     phase = pod_phase(pod)
     if phase == "Failed":
+        if role == "launcher" and _exit_code(pod) == LAUNCHER_UNREACHABLE_EXIT:
+            failed_reason = reasons.WORKERS_UNREACHABLE
         return Failure(failed_reason, f"{role} pod {name} failed: {_termination(pod)}")
     if phase == "Succeeded" and role == "worker":
         return Failure(reasons.WORKER_FAILED, f"worker pod {name} exited before the launcher finished")
+    return None
+
+
+def _exit_code(pod: Obj) -> int | None:
+    for container in (pod.get("status") or {}).get("containerStatuses") or []:
+        terminated = (container.get("state") or {}).get("terminated")
+        if terminated:
+            return terminated.get("exitCode")
     return None
 
 

@@ -34,8 +34,9 @@ def job_environment(job: Job, report_status: bool = True) -> dict[str, str]:
     if report_status:
         values["KUBETRAIN_REPORT_STATUS"] = "1"
     user_names = [entry["name"] for entry in spec.env]
-    values["KUBETRAIN_FORWARD_ENV"] = " ".join([*sorted(values), "KUBETRAIN_FORWARD_ENV", *FORWARDED_CLUSTER_VARIABLES,
-                                                *user_names])
+    values["KUBETRAIN_FORWARD_ENV"] = " ".join(
+        [*sorted(values), "KUBETRAIN_FORWARD_ENV", *FORWARDED_CLUSTER_VARIABLES, *user_names]
+    )
     return values
 
 

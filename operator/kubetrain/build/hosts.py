@@ -16,7 +16,8 @@ def hostfile(job: Job) -> str:
 def discover_hosts_script(job: Job) -> str:
     slots = job.spec.slots_per_worker
     lines = "".join(f"echo {worker_hostname(job, i)}:{slots}\n" for i in range(job.spec.workers))
-    return f"#!/bin/sh\n# Hosts of DistributedTraining {job.namespace}/{job.name}, for horovodrun --host-discovery-script.\n{lines}"
+    header = f"# Hosts of DistributedTraining {job.namespace}/{job.name}, for horovodrun --host-discovery-script.\n"
+    return f"#!/bin/sh\n{header}{lines}"
 
 
 def build_hosts_configmap(job: Job) -> dict[str, Any]:

@@ -256,3 +256,25 @@ def test_status_is_not_rewritten_when_nothing_changed() -> None:
     first = decide(job, {}, children, NOW)
     again = decide(job, first.status, children, NOW + timedelta(seconds=5))
     assert not status_changed(first.status, again.status)
+
+
+def test_launcher_that_never_reached_a_worker_says_so() -> None:
+    job = job_of()
+    batch, pod = launcher(job)
+    pod["status"]["phase"] = "Failed"
+    pod["status"]["containerStatuses"] = [
+        {
+            "name": "launcher",
+            "state": {
+                "terminated": {
+                    "reason": "Error",
+                    "exitCode": 3,
+                    "message": "worker cifar-worker-1.cifar.ml.svc did not accept ssh",
+                }
+            },
+        }
+    ]
+    children = Children(pods=[worker(job, 0), worker(job, 1), pod], jobs=[batch], **config_children(job))
+    plan = decide(job, {"phase": r.RUNNING}, children, NOW)
+    assert plan.status["reason"] == r.WORKERS_UNREACHABLE and plan.status["phase"] == r.RESTARTING
+    assert "cifar-worker-1.cifar.ml.svc did not accept ssh" in plan.status["message"]
