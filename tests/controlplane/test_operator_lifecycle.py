@@ -191,8 +191,8 @@ def test_operator_killed_while_creating_children_leaves_exactly_one_set(
     control_plane: ControlPlane, namespace: str, operator: OperatorProcess
 ) -> None:
     names = [f"burst-{i}" for i in range(6)]
-    for name in names:
-        create(control_plane, namespace, training(name))
+    for name in names:  # CPU-only, so the fake nodes' 8 GPUs do not limit how many run at once
+        create(control_plane, namespace, training(name, resources={"gpusPerWorker": 0}))
     # kill -9 as soon as the first children show up, with most of them still to be made
     wait_until(lambda: any(children(control_plane, namespace, n, "serviceaccounts") for n in names), interval=0.05,
                message="the first children")
