@@ -39,9 +39,20 @@ def horovodrun_command(controller: str, program_args: Sequence[str], np: int = 2
 
 def run_checked(command: Sequence[str], cwd: Path, timeout: int = 300,
                 env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Run to completion; fail the test with the output tail unless it exits 0."""
-    done = subprocess.run(list(command), cwd=cwd, env=env or job_environment(), capture_output=True, text=True,
-                          timeout=timeout)
+    """Run to completion; fail the test with the output tail unless it exits 0 within `timeout` seconds.
+
+    The command runs in its own session so that on a timeout the whole job (launcher and ranks) is killed.
+    """
+    process = subprocess.Popen(list(command), cwd=cwd, env=env or job_environment(), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        raise AssertionError(f"timed out after {timeout}s: {' '.join(command)}\nstdout:\n{stdout[-4000:]}\n"
+                             f"stderr:\n{stderr[-4000:]}") from None
+    done = subprocess.CompletedProcess(list(command), process.returncode, stdout, stderr)
     assert done.returncode == 0, (f"exit {done.returncode}: {' '.join(command)}\nstdout:\n{done.stdout[-4000:]}\n"
                                   f"stderr:\n{done.stderr[-4000:]}")
     return done
