@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import os
+from collections.abc import Callable
 
 import tensorflow as tf
 from trainlib import distributed
@@ -21,7 +22,7 @@ from cifar_mixup.model import build_cnn
 log = logging.getLogger("cifar_mixup")
 
 
-def make_preprocess(num_classes: int):  # noqa: ANN201 - returns a tf.data map function
+def make_preprocess(num_classes: int) -> Callable[[tf.Tensor, tf.Tensor], tuple[tf.Tensor, tf.Tensor]]:
     """uint8 image -> float32 in [-1, 1]; class id -> one-hot float (MixUp mixes labels, so they must be one-hot)."""
 
     def preprocess(image: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:

@@ -15,6 +15,7 @@ import os
 from collections.abc import Mapping
 
 from trainlib.errors import TrainingInputError
+from trainlib.hdf5_files import FileInfo
 
 log = logging.getLogger("mnist")
 
@@ -43,7 +44,8 @@ def parse_tf_config(environ: Mapping[str, str] | None = None) -> tuple[bool, int
     return rank == 0, rank, len(members)
 
 
-def train_multiworker(args: argparse.Namespace, train_info, test_info, checkpoint_dir: str) -> int:  # noqa: ANN001
+def train_multiworker(args: argparse.Namespace, train_info: FileInfo, test_info: FileInfo, checkpoint_dir: str) -> int:
+    """Train with MultiWorkerMirroredStrategy; TF_CONFIG must already be checked with `parse_tf_config`."""
     import tensorflow as tf
     from trainlib.callbacks import CheckpointCallback, HistoryCallback, ProgressCallback
     from trainlib.checkpoints import CheckpointManager
@@ -63,7 +65,7 @@ def train_multiworker(args: argparse.Namespace, train_info, test_info, checkpoin
         tf.keras.utils.set_random_seed(args.seed + rank)
     names = [IMAGES, LABELS]
 
-    def pipeline(info, training: bool):  # noqa: ANN001, ANN202
+    def pipeline(info: FileInfo, training: bool) -> tf.distribute.DistributedDataset:
         def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
             return make_dataset([info], names, rank=context.input_pipeline_id, size=context.num_input_pipelines,
                                 batch_size=args.batch_size, training=training, preprocess=preprocessing,

@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from trainlib.errors import TrainingInputError
-from trainlib.hdf5_files import (  # noqa: F401 - re-exported: programs import the whole input API from here
+from trainlib.hdf5_files import (  # re-exported: programs may import the whole input API from here
     ArraySpec,
     FileInfo,
     inspect_file,
@@ -32,6 +32,9 @@ from trainlib.hdf5_files import (  # noqa: F401 - re-exported: programs import t
 )
 
 AUTOTUNE = tf.data.AUTOTUNE
+
+__all__ = ["AUTOTUNE", "ArraySpec", "FileInfo", "RankInput", "inspect_file", "iter_block_chunks", "make_dataset",
+           "rank_block", "rows_per_rank", "validate_files"]
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+from typing import Any
 
 GROUP = "kubetrain.dev"
 VERSION = "v1alpha1"
@@ -16,7 +17,7 @@ MERGE_PATCH = "application/merge-patch+json"
 
 
 @functools.lru_cache(maxsize=1)
-def _custom_objects_api():  # noqa: ANN202 - the client type is generated code
+def _custom_objects_api() -> Any:  # kubernetes.client.CustomObjectsApi, imported lazily
     from kubernetes import client, config
 
     if os.environ.get("KUBERNETES_SERVICE_HOST"):

@@ -59,7 +59,7 @@ class ProgressReporter:
                                   checkpoint_epoch=checkpoint_epoch)
         try:
             self._patch(str(self.namespace), str(self.name), body)
-        except Exception as error:  # noqa: BLE001 - any API/network failure must not stop training
+        except Exception as error:  # any API or network failure must not stop training
             message = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
             if message != self._last_error:
                 log.warning("could not report progress to %s/%s (training continues): %s", self.namespace,
