@@ -60,13 +60,13 @@ SIZES = {
     "small": Sizes(operator_jobs=(1, 5), operator_single_repeats=2, operator_nodes=2,
                    horovod_rounds=1, horovod_steps=24, horovod_windows=3, horovod_warmup=5,
                    fusion_settings=(FusionSetting(64 * MIB, 1.0),),
-                   feed_rows=4096, feed_steps=20, feed_repeats=2, read_rows=20_000, read_repeats=2,
+                   feed_rows=4096, feed_steps=20, feed_repeats=2, read_rows=12_000, read_repeats=2,
                    memory_rows=8192),
     "full": Sizes(operator_jobs=(1, 10, 50), operator_single_repeats=5, operator_nodes=3,
                   horovod_rounds=3, horovod_steps=60, horovod_windows=3, horovod_warmup=10,
                   fusion_settings=(FusionSetting(64 * MIB, 1.0), FusionSetting(64 * MIB, 5.0),
                                    FusionSetting(1 * MIB, 1.0)),
-                  feed_rows=16_384, feed_steps=50, feed_repeats=3, read_rows=200_000, read_repeats=3,
+                  feed_rows=16_384, feed_steps=50, feed_repeats=3, read_rows=100_000, read_repeats=3,
                   memory_rows=20_000),
 }
 

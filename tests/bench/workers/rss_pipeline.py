@@ -3,16 +3,17 @@
     python -m tests.bench.workers.rss_pipeline --data train.h5 --rank 0 --size 2 --feed hdf5 --out r0.json
 
 `--feed hdf5` streams the rank's block through trainlib's pipeline exactly as cifar_mixup builds it (preprocess,
-shuffle, batch, MixUp). `--feed load` is the naive alternative kept as a control: read the whole block into memory,
-preprocess it as one float32 array and slice it; its peak RSS must grow with the data, which shows the measurement can
-see growth. Each batch is consumed by a cheap reduction, so the pass takes seconds and the peak is the input's.
+shuffle, batch, MixUp). `--feed load` is the naive alternative kept as a control: read the whole block into memory
+(uint8, as the file stores it) and slice it with the same preprocessing; its peak RSS must grow with the data, which
+shows the measurement can see growth. Each batch is consumed by a cheap reduction, so the pass takes seconds and the
+peak is the input's.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from tests.bench.workers.common import NUM_CLASSES, in_memory_dataset, limit_threads, peak_rss_bytes, write_result
+from tests.bench.workers.common import NUM_CLASSES, limit_threads, peak_rss_bytes, write_result
 
 MIXUP_ALPHA = 0.2
 
@@ -30,9 +31,8 @@ def main() -> int:
 
     limit_threads(args.threads)
     import h5py
-    import numpy as np
     import tensorflow as tf
-    from cifar_mixup.data import FIX, IMAGES, LABELS, SPECS, scale_images
+    from cifar_mixup.data import FIX, IMAGES, LABELS, SPECS
     from cifar_mixup.run import make_preprocess
     from trainlib.hdf5_files import rank_block, validate_files
     from trainlib.hdf5_input import make_dataset
@@ -47,11 +47,12 @@ def main() -> int:
     else:
         start, stop = rank_block(info.rows, args.rank, args.size)
         with h5py.File(args.data, "r") as handle:
-            images = scale_images(handle[IMAGES][start:stop])
-            labels = np.eye(NUM_CLASSES, dtype=np.float32)[handle[LABELS][start:stop]]
+            images, labels = handle[IMAGES][start:stop], handle[LABELS][start:stop]
         rows = stop - start
         steps = rows // args.batch_size
-        dataset = in_memory_dataset(images, labels, args.batch_size)
+        dataset = (tf.data.Dataset.from_tensor_slices((images, labels)).shuffle(rows)
+                   .map(make_preprocess(NUM_CLASSES), num_parallel_calls=tf.data.AUTOTUNE)
+                   .batch(args.batch_size, drop_remainder=True).repeat().prefetch(tf.data.AUTOTUNE))
     baseline = peak_rss_bytes()
 
     @tf.function

@@ -1,0 +1,45 @@
+"""The benchmark harness at --size small, end to end: every row of the issue is there with a finite positive number,
+and both result files are written. Speed is never asserted: a slow machine gives slow numbers, not a failure."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+EXPECTED = [
+    "create -> all children, 1 job", "create -> all children, 5 jobs",
+    "create -> launcher Job, workers Ready in kwok, 1 job", "create -> launcher Job, workers Ready in kwok, 5 jobs",
+    "operator API requests per job, 1 job", "operator API requests per job, 5 jobs",
+    "(a) plain Keras", "(b) Horovod np=1", "(c) Horovod np=2", "(c)/(a) images/s", "allreduce / step time",
+    "HDF5 pipeline vs in-memory tensors", "contiguous block vs strided",
+    "peak RSS per rank, 10x data, trainlib pipeline", "peak RSS per rank, 10x data, control",
+    "training FLOPs per image", "fraction of peak, (a)", "fraction of peak, (c)",
+]
+
+
+@pytest.mark.bench
+def test_small_run_reports_every_benchmark(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    run = subprocess.run([sys.executable, "-m", "tests.bench", "--size", "small", "--results", str(results),
+                          "--workdir", str(tmp_path / "work")], cwd=REPO, capture_output=True, text=True,
+                         timeout=870)
+    assert run.returncode == 0, f"the harness failed:\n{run.stdout[-6000:]}\n{run.stderr[-6000:]}"
+
+    document = json.loads((results / "latest.json").read_text())
+    rows = {row["name"]: row for row in document["rows"]}
+    for expected in EXPECTED:
+        matching = [name for name in rows if name.startswith(expected)]
+        assert len(matching) == 1, f"expected one row starting {expected!r}, got {matching}; rows: {list(rows)}"
+    for name, row in rows.items():
+        assert math.isfinite(row["value"]) and row["value"] > 0, f"{name}: {row['value']}"
+    assert document["meta"]["size"] == "small"
+
+    markdown = (results / "latest.md").read_text()
+    assert all(f"| {row['name']} |" in markdown for row in document["rows"])
+    assert "| value |" in markdown
