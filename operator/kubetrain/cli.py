@@ -7,6 +7,10 @@
   kubetrain render job.yaml [--namespace NS]
       print, as YAML, every object the operator creates for the job (its Secret shows a placeholder, not a key)
 
+  kubetrain status NAME [--namespace NS]
+      phase and why, workers, progress, checkpoint and conditions of a DistributedTraining in the current cluster
+      ($KUBECONFIG or in-cluster)
+
 A job.yaml the operator would reject fails here too, with the field named, and exit code 2.
 """
 
@@ -109,7 +113,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     render.add_argument("job_file", metavar="job.yaml", help="a DistributedTraining manifest")
     render.add_argument("--namespace", "-n", default=None, help="namespace to assume (default: the file's, or default)")
+
+    status = commands.add_parser(
+        "status",
+        help="show a DistributedTraining's status",
+        description="Show phase, reason, workers, progress, checkpoint and conditions of a DistributedTraining.",
+    )
+    status.add_argument("name", help="the DistributedTraining's name")
+    status.add_argument("--namespace", "-n", default="default", help="its namespace (default: default)")
     return parser
+
+
+def show_status(name: str, namespace: str) -> int:
+    from kubetrain.kube import Kube, load_api_client  # only this subcommand needs a cluster
+    from kubetrain.report import format_status
+
+    body = Kube(load_api_client()).get_training(namespace, name)
+    if body is None:
+        print(f"kubetrain: error: DistributedTraining {namespace}/{name} not found", file=sys.stderr)
+        return 1
+    sys.stdout.write(format_status(body))
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -121,6 +145,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(words)
     if extra_args and args.command != "run":
         parser.error(f"arguments after -- are only for `kubetrain run`: {' '.join(extra_args)}")
+    if args.command == "status":
+        return show_status(args.name, args.namespace)
     try:
         if args.command == "run" and not args.local:
             raise local.JobFileError(

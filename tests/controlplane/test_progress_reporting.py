@@ -72,6 +72,11 @@ def test_rank_zero_reports_epochs_metrics_and_checkpoint(
     row = control_plane.kubectl("get", "dtr", "digits", "--namespace", namespace, "--no-headers").split()
     assert row[3] == "2/2" and row[4].startswith("val_accuracy=")  # NAME PHASE WORKERS EPOCH METRIC AGE
 
+    shown = subprocess.run([str(Path(sys.executable).parent / "kubetrain"), "status", "digits", "-n", namespace],
+                           env=control_plane.env(), capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert "epoch 2/2" in shown.stdout and f"checkpoint: {status['checkpoint']['path']}" in shown.stdout
+
     # the token is good for this job's status only
     other = training("other", workers=1, resources={"gpusPerWorker": 0})
     create(control_plane, namespace, other)
