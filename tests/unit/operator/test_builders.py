@@ -11,29 +11,20 @@ from cryptography.hazmat.primitives.serialization import load_ssh_private_key, l
 from dtr_bodies import training
 from kubetrain.api import parse_job
 from kubetrain.build.env import job_environment
-from kubetrain.build.hosts import build_hosts_configmap, discover_hosts_script, hostfile
+from kubetrain.build.hosts import discover_hosts_script, hostfile
 from kubetrain.build.launcher import build_launcher_job
 from kubetrain.build.pods import build_worker_pod
 from kubetrain.build.rbac import build_role, build_role_binding, build_service_account
 from kubetrain.build.service import build_service
 from kubetrain.build.ssh import build_ssh_secret
+from kubetrain.cli import child_objects
 from kubetrain.keys import generate_ssh_keypair
 
 GOLDEN = Path(__file__).parent / "golden"
 
 
 def every_child(body: dict[str, Any]) -> list[dict[str, Any]]:
-    job = parse_job(body)
-    return [
-        build_ssh_secret(job, generate_ssh_keypair()),
-        build_hosts_configmap(job),
-        build_service(job),
-        build_service_account(job),
-        build_role(job),
-        build_role_binding(job),
-        *(build_worker_pod(job, i) for i in range(job.spec.workers)),
-        build_launcher_job(job),
-    ]
+    return child_objects(parse_job(body), generate_ssh_keypair())
 
 
 @pytest.mark.parametrize(
