@@ -1,0 +1,80 @@
+"""Reliability and security suite: faults on the real control plane, bad input, crash-safe checkpoints, least
+privilege. Every test here is marked `reliability`; those that need the control plane also `controlplane`.
+
+Fixtures:
+- `control_plane` (session): a control plane of this suite's own (tests/controlplane/cluster.py), so that restarting
+  its API server or deleting its nodes never disturbs other tiers.
+- `crd`: the plane with the DistributedTraining CRD installed.
+- `namespace`: a fresh namespace, deleted afterwards.
+
+At the end of the run the figures (faults injected/survived, bad inputs tried/rejected, duplicates, orphans,
+checkpoints lost) are printed and written to tests/reliability/results/latest.md.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "controlplane"))
+
+from cluster import ControlPlane, ControlPlaneError, wait_until  # noqa: E402
+from figures import FIGURES, RESULTS  # noqa: E402
+from operator_harness import install_crd  # noqa: E402
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "reliability: fault injection, bad input and security (tests/reliability)")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if HERE in Path(item.path).resolve().parents:
+            item.add_marker(pytest.mark.reliability)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if FIGURES.empty():
+        return
+    table = FIGURES.markdown()
+    terminalreporter.write_sep("=", "kubetrain reliability figures")
+    terminalreporter.write(table)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(table)
+    terminalreporter.write_line(f"written to {RESULTS}")
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    try:
+        plane = ControlPlane.start(tmp_path_factory.mktemp("reliability-plane"))
+    except ControlPlaneError as error:
+        pytest.fail(f"could not start the test control plane: {error}", pytrace=False)
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture(scope="session")
+def crd(control_plane: ControlPlane) -> ControlPlane:
+    install_crd(control_plane)
+    return control_plane
+
+
+@pytest.fixture
+def namespace(control_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[str]:
+    stem = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
+    name = f"{stem}-{uuid.uuid4().hex[:6]}"
+    control_plane.kubectl("create", "namespace", name)
+    wait_until(lambda: control_plane.kubectl("get", "serviceaccount", "default", "--namespace", name,
+                                             "--ignore-not-found", "--output=name").strip(),
+               message=f"ServiceAccount {name}/default")
+    yield name
+    control_plane.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found")

@@ -1,0 +1,216 @@
+"""What the reliability tests share: an operator with its metrics endpoint, an API server restart, one-call snapshots
+of a namespace's kubetrain objects, and the duplicate/orphan accounting over them."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from cluster import ControlPlane, Process, _spawn, free_port, wait_until
+from operator_harness import JOB_LABEL, REPO, OperatorProcess, operator_log_dir
+
+ROLE_LABEL = "kubetrain.dev/role"
+ATTEMPT_LABEL = "kubetrain.dev/attempt"
+CHILD_KINDS = ("pods", "jobs.batch", "services", "configmaps", "secrets", "serviceaccounts",
+               "roles.rbac.authorization.k8s.io", "rolebindings.rbac.authorization.k8s.io")
+
+
+def new_namespace(plane: ControlPlane, stem: str) -> str:
+    """A fresh namespace for a module-scoped fixture (the caller deletes it)."""
+    name = f"{stem}-{uuid.uuid4().hex[:6]}"
+    plane.kubectl("create", "namespace", name)
+    wait_until(lambda: plane.kubectl("get", "serviceaccount", "default", "--namespace", name, "--ignore-not-found",
+                                     "--output=name").strip(), message=f"ServiceAccount {name}/default")
+    return name
+
+
+class MeteredOperator(OperatorProcess):
+    """The operator as OperatorProcess runs it, plus its Prometheus endpoint (KUBETRAIN_METRICS_PORT)."""
+
+    def __init__(self, plane: ControlPlane, namespace: str, log_path: Path | None = None) -> None:
+        super().__init__(plane, namespace, log_path or operator_log_dir() / f"{namespace}.log")
+        self.metrics_port = free_port()
+
+    def start(self) -> MeteredOperator:
+        command = [sys.executable, "-m", "kopf", "run", "--standalone", "--namespace", self.namespace,
+                   "-m", "kubetrain.reconcile"]
+        env = {**self.plane.env(), "PYTHONUNBUFFERED": "1", "KUBETRAIN_METRICS_PORT": str(self.metrics_port)}
+        log = self.log_path.open("ab")
+        log.write(f"--- operator start {self.starts + 1} ---\n".encode())
+        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+        self.starts += 1
+        return self
+
+    def metrics(self) -> dict[str, float]:
+        """Every sample of /metrics as {'name{labels}': value}; empty while the endpoint is not up."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as response:
+                text = response.read().decode()
+        except OSError:
+            return {}
+        samples = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                key, _, value = line.rpartition(" ")
+                samples[key] = float(value)
+        return samples
+
+    def reconciles(self) -> int:
+        """Reconcile passes since this process started (the count of kubetrain_reconcile_duration_seconds)."""
+        return int(self.metrics().get("kubetrain_reconcile_duration_seconds_count", 0))
+
+    def reconcile_errors(self) -> int:
+        return int(self.metrics().get("kubetrain_reconcile_errors_total", 0))
+
+    def wait_serving(self) -> None:
+        wait_until(lambda: self.metrics() or not self.alive(), timeout=120, message="the operator's /metrics")
+        assert self.alive(), f"the operator died at start:\n{self.log_tail()}"
+
+
+def restart_apiserver(plane: ControlPlane, down_seconds: float = 0.0) -> None:
+    """Stop kube-apiserver, keep it down for `down_seconds`, start it again with the same arguments (same port, same
+    etcd), and wait until it is ready. Every other component keeps running and has to reconnect on its own."""
+    index = next(i for i, p in enumerate(plane.processes) if p.name == "kube-apiserver")
+    old: Process = plane.processes[index]
+    command = [str(arg) for arg in old.popen.args]
+    old.stop()
+    time.sleep(down_seconds)
+    new = _spawn("kube-apiserver", command, plane.logs)
+    plane.processes[index] = new
+
+    def ready() -> bool:
+        new.check_alive()
+        try:
+            return plane.kubectl("get", "--raw", "/readyz", timeout=10).strip() == "ok"
+        except Exception:  # connection refused while it starts
+            return False
+
+    wait_until(ready, timeout=180, interval=1.0, message="kube-apiserver to be ready again")
+
+
+def snapshot(plane: ControlPlane, namespace: str) -> list[dict[str, Any]]:
+    """Every kubetrain-labelled child in the namespace, plus the DistributedTrainings, in one kubectl call."""
+    kinds = ",".join((*CHILD_KINDS, "distributedtrainings.kubetrain.dev"))
+    listing = plane.kubectl("get", kinds, "--namespace", namespace, "--output=json")
+    items = json.loads(listing)["items"]
+    return [o for o in items if o["kind"] == "DistributedTraining" or JOB_LABEL in (o["metadata"].get("labels") or {})]
+
+
+def is_live_pod(pod: dict[str, Any]) -> bool:
+    return (not pod["metadata"].get("deletionTimestamp")
+            and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
+
+
+@dataclass
+class ChildLedger:
+    """Every child ever seen, by identity. A child re-made where the existing one should have been kept is a
+    duplicate (a second SSH key pair, a second launcher or worker pod for the same attempt); a child whose owner is
+    not the DistributedTraining of its label is an orphan."""
+
+    uids: dict[tuple[str, ...], set[str]] = field(default_factory=lambda: defaultdict(set))
+    duplicates: list[str] = field(default_factory=list)
+    orphans: list[str] = field(default_factory=list)
+    _flagged: set[str] = field(default_factory=set)
+
+    def observe(self, objects: Iterable[dict[str, Any]]) -> tuple[list[str], list[str]]:
+        """Account one snapshot; returns the duplicates and orphans found in it."""
+        objects = list(objects)
+        trainings = {o["metadata"]["name"]: o["metadata"]["uid"] for o in objects if o["kind"] == "DistributedTraining"}
+        launcher_jobs = {o["metadata"]["uid"]: o["metadata"]["labels"][JOB_LABEL] for o in objects
+                         if o["kind"] == "Job"}
+        duplicates, orphans = [], []
+        live_workers: dict[str, set[str]] = defaultdict(set)
+        live_launchers: dict[str, int] = defaultdict(int)
+        for obj in objects:
+            if obj["kind"] == "DistributedTraining":
+                continue
+            meta = obj["metadata"]
+            job = meta["labels"][JOB_LABEL]
+            role = meta["labels"].get(ROLE_LABEL, "")
+            what = f"{obj['kind']} {meta['name']}"
+            owners = {ref["uid"] for ref in meta.get("ownerReferences") or []}
+            expected_owner = trainings.get(job)
+            if obj["kind"] == "Pod" and role == "launcher":
+                owned = any(launcher_jobs.get(uid) == job for uid in owners)
+            else:
+                owned = expected_owner is not None and expected_owner in owners
+            if not owned and not meta.get("deletionTimestamp"):
+                orphans.append(f"{what} (owners {sorted(owners)}, job {job} uid {expected_owner})")
+            # identity: for pods and the launcher Job the attempt is part of it; config children have one per job
+            attempt = meta["labels"].get(ATTEMPT_LABEL, "") if obj["kind"] in ("Pod", "Job") else ""
+            key = (expected_owner or job, obj["kind"], meta["name"], attempt)
+            self.uids[key].add(meta["uid"])
+            if len(self.uids[key]) > 1 and meta["uid"] not in self._flagged:
+                self._flagged.add(meta["uid"])
+                duplicates.append(f"{what} attempt {attempt or '-'} re-created (uid {meta['uid']})")
+            if obj["kind"] == "Pod" and is_live_pod(obj):
+                if role == "worker":
+                    live_workers[job].add(attempt)
+                elif role == "launcher":
+                    live_launchers[job] += 1
+        for job, attempts in live_workers.items():
+            if len(attempts) > 1:
+                duplicates.append(f"{job}: live worker pods of attempts {sorted(attempts)} at once")
+        for job, count in live_launchers.items():
+            if count > 1:
+                duplicates.append(f"{job}: {count} live launcher pods")
+        self.duplicates += duplicates
+        self.orphans += orphans
+        return duplicates, orphans
+
+
+def expected_children(body: dict[str, Any], snapshot_items: list[dict[str, Any]]) -> dict[str, int]:
+    """Counts of the children of one DistributedTraining in a snapshot, by kind (live pods split by role)."""
+    name = body["metadata"]["name"]
+    counts: dict[str, int] = defaultdict(int)
+    for obj in snapshot_items:
+        if obj["kind"] == "DistributedTraining" or obj["metadata"]["labels"].get(JOB_LABEL) != name:
+            continue
+        if obj["metadata"].get("deletionTimestamp"):
+            continue
+        if obj["kind"] == "Pod":
+            role = obj["metadata"]["labels"].get(ROLE_LABEL)
+            state = "live" if is_live_pod(obj) else (obj.get("status") or {}).get("phase", "?")
+            counts[f"{role} pods {state}"] += 1
+        else:
+            counts[obj["kind"]] += 1
+    return dict(counts)
+
+
+def job_token_kubeconfig(plane: ControlPlane, namespace: str, account: str, path: Path) -> Path:
+    """A kubeconfig whose only credential is a bound token of the ServiceAccount, as a pod of it would hold."""
+    token = plane.kubectl("create", "token", account, f"--namespace={namespace}", "--duration=1h").strip()
+    admin = yaml.safe_load(plane.kubeconfig.read_text())
+    ca = admin["clusters"][0]["cluster"]["certificate-authority-data"]
+    config = {
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "test", "cluster": {"server": plane.server, "certificate-authority-data": ca}}],
+        "users": [{"name": account, "user": {"token": token}}],
+        "contexts": [{"name": account, "context": {"cluster": "test", "user": account}}],
+        "current-context": account,
+    }
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path
+
+
+def kubectl_as(plane: ControlPlane, kubeconfig: Path, *args: str, input: str | None = None
+               ) -> subprocess.CompletedProcess[str]:
+    """kubectl with another kubeconfig; returns the completed process (the caller checks the outcome)."""
+    return subprocess.run([str(plane.kubectl_path), f"--kubeconfig={kubeconfig}", *args], input=input,
+                          capture_output=True, text=True, timeout=60)
+
+
+def forbidden(result: subprocess.CompletedProcess[str]) -> bool:
+    return result.returncode != 0 and bool(re.search(r"[Ff]orbidden", result.stderr))
