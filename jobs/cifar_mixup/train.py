@@ -2,7 +2,8 @@
 
 Reference hyperparameters (notebook "CNNs and MixUp with Horovod"): Adadelta with learning rate 0.1 x ranks, batch 32
 per rank, 30 epochs, MixUp alpha 0.2. Unlike the notebook, validation runs on the held-out split (`test.h5`), not on
-the training data, and only rank 0 writes checkpoints.
+the training data, only rank 0 writes checkpoints, and the learning rate warms up from 0.1 to 0.1 x ranks over the
+first 3 epochs (Horovod's recipe for large effective batches; `--warmup-epochs 0` turns it off).
 
     horovodrun -np 2 python -m cifar_mixup --data-dir /data/cifar10 --epochs 30 --mixup --alpha 0.2
 """
@@ -21,7 +22,7 @@ PROGRAM = "cifar_mixup"
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"python -m {PROGRAM}", description=__doc__.split("\n\n")[0])
-    add_common_arguments(parser, epochs=30, batch_size=32, learning_rate=0.1, warmup_epochs=0)
+    add_common_arguments(parser, epochs=30, batch_size=32, learning_rate=0.1, warmup_epochs=3)
     parser.add_argument("--mixup", action=argparse.BooleanOptionalAction, default=True,
                         help="train on MixUp batches (default: on; --no-mixup trains on the plain images)")
     parser.add_argument("--alpha", "--mixup-alpha", dest="alpha", type=positive_float, default=0.2,
