@@ -115,13 +115,17 @@ def is_live_pod(pod: dict[str, Any]) -> bool:
 @dataclass
 class ChildLedger:
     """Every child ever seen, by identity. A child re-made where the existing one should have been kept is a
-    duplicate (a second SSH key pair, a second launcher or worker pod for the same attempt); a child whose owner is
-    not the DistributedTraining of its label is an orphan."""
+    duplicate (a second SSH key pair, a second launcher or worker pod for the same attempt). A child whose owner is
+    not the DistributedTraining of its label (for launcher pods: its launcher Job) is an orphan once it has stayed so
+    for `orphan_grace` seconds: dependents of an owner deleted in the background are removed by the garbage
+    collector a moment later, which is not an orphan."""
 
     uids: dict[tuple[str, ...], set[str]] = field(default_factory=lambda: defaultdict(set))
     duplicates: list[str] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
+    orphan_grace: float = 15.0
     _flagged: set[str] = field(default_factory=set)
+    _suspects: dict[str, float] = field(default_factory=dict)
 
     def observe(self, objects: Iterable[dict[str, Any]]) -> tuple[list[str], list[str]]:
         """Account one snapshot; returns the duplicates and orphans found in it."""
@@ -130,6 +134,9 @@ class ChildLedger:
         launcher_jobs = {o["metadata"]["uid"]: o["metadata"]["labels"][JOB_LABEL] for o in objects
                          if o["kind"] == "Job"}
         duplicates, orphans = [], []
+        now = time.monotonic()
+        present = {o["metadata"]["uid"] for o in objects}
+        self._suspects = {uid: seen for uid, seen in self._suspects.items() if uid in present}
         live_workers: dict[str, set[str]] = defaultdict(set)
         live_launchers: dict[str, int] = defaultdict(int)
         for obj in objects:
@@ -145,8 +152,12 @@ class ChildLedger:
                 owned = any(launcher_jobs.get(uid) == job for uid in owners)
             else:
                 owned = expected_owner is not None and expected_owner in owners
-            if not owned and not meta.get("deletionTimestamp"):
-                orphans.append(f"{what} (owners {sorted(owners)}, job {job} uid {expected_owner})")
+            if owned or meta.get("deletionTimestamp"):
+                self._suspects.pop(meta["uid"], None)
+            elif now - self._suspects.setdefault(meta["uid"], now) >= self.orphan_grace:
+                if meta["uid"] not in self._flagged:
+                    self._flagged.add(meta["uid"])
+                    orphans.append(f"{what} (owners {sorted(owners)}, job {job} uid {expected_owner})")
             # identity: for pods and the launcher Job the attempt is part of it; config children have one per job
             attempt = meta["labels"].get(ATTEMPT_LABEL, "") if obj["kind"] in ("Pod", "Job") else ""
             key = (expected_owner or job, obj["kind"], meta["name"], attempt)
@@ -168,6 +179,10 @@ class ChildLedger:
         self.duplicates += duplicates
         self.orphans += orphans
         return duplicates, orphans
+
+    def pending_orphans(self) -> int:
+        """Children seen without their owner that have not yet been collected (must be 0 at rest)."""
+        return len(self._suspects)
 
 
 def expected_children(body: dict[str, Any], snapshot_items: list[dict[str, Any]]) -> dict[str, int]:
