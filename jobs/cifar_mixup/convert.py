@@ -19,11 +19,11 @@ import tarfile
 from collections.abc import Iterator, Sequence
 
 import numpy as np
+
+from cifar_mixup.data import IMAGES, LABELS, data_files
 from trainlib.cli import run_main
 from trainlib.errors import TrainingInputError
 from trainlib.hdf5_writer import HDF5Writer
-
-from cifar_mixup.data import IMAGES, LABELS, data_files
 
 TRAIN_BATCHES = [f"data_batch_{index}" for index in range(1, 6)]
 TEST_BATCHES = ["test_batch"]

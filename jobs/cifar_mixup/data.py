@@ -10,6 +10,7 @@ import os
 
 import h5py
 import numpy as np
+
 from trainlib.errors import DataFileError
 from trainlib.hdf5_files import ArraySpec, FileInfo, validate_files
 

@@ -9,15 +9,15 @@ import os
 from collections.abc import Callable
 
 import tensorflow as tf
+
+from cifar_mixup.data import IMAGES, LABELS
+from cifar_mixup.model import build_cnn
 from trainlib import distributed
 from trainlib.cli import setup_logging
 from trainlib.hdf5_files import FileInfo
 from trainlib.hdf5_input import make_dataset
 from trainlib.keras_training import fit_distributed
 from trainlib.mixup import apply_mixup
-
-from cifar_mixup.data import IMAGES, LABELS
-from cifar_mixup.model import build_cnn
 
 log = logging.getLogger("cifar_mixup")
 

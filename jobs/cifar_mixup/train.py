@@ -13,9 +13,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from trainlib.cli import add_common_arguments, positive_float, positive_int, resolve_checkpoint_dir
-
 from cifar_mixup.data import validate_data
+from trainlib.cli import add_common_arguments, positive_float, positive_int, resolve_checkpoint_dir
 
 PROGRAM = "cifar_mixup"
 

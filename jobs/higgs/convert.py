@@ -20,10 +20,10 @@ from dataclasses import dataclass
 
 import h5py
 import numpy as np
-from trainlib.cli import run_main
-from trainlib.errors import TrainingInputError
 
 from higgs.columns import EVENT_ID, FEATURE_PREFIXES, LABEL, LABEL_INDEX, LABEL_NAMES, WEIGHT
+from trainlib.cli import run_main
+from trainlib.errors import TrainingInputError
 
 log = logging.getLogger(__name__)
 CHUNK_ROWS = 65536

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 import h5py
 import numpy as np
 import tensorflow as tf
+
+from higgs.scaling import Moments, mean_and_std, merge, moments
 from trainlib import distributed
 from trainlib.distributed import WorkerContext
 from trainlib.errors import DataFileError
 from trainlib.hdf5_files import ArraySpec, FileInfo, iter_block_chunks, validate_files
 from trainlib.hdf5_input import RankInput, make_dataset
-
-from higgs.scaling import Moments, mean_and_std, merge, moments
 
 FIX = "convert the challenge CSV with `python -m higgs.convert training.csv <data dir>`"
 SPECS = (ArraySpec("features", (None,), kinds="f"), ArraySpec("label", (), kinds="iu"))

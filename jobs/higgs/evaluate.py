@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 from sklearn.metrics import accuracy_score, f1_score
-from trainlib import distributed
-from trainlib.distributed import WorkerContext
 
 from higgs.data import HiggsData, evaluation_block, iter_test_chunks
 from higgs.scaling import standardize
+from trainlib import distributed
+from trainlib.distributed import WorkerContext
 
 
 def classification_metrics(labels: np.ndarray, predicted: np.ndarray) -> dict[str, float]:

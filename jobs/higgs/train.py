@@ -18,12 +18,6 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import tensorflow as tf
-from trainlib import distributed
-from trainlib.cli import resolve_checkpoint_dir, setup_logging
-from trainlib.custom_loop import EpochRecorder, warmup_learning_rate
-from trainlib.distributed import WorkerContext
-from trainlib.errors import TrainingInputError
-from trainlib.resume import restore_and_broadcast
 
 from higgs import data as higgs_data
 from higgs.cli import build_parser
@@ -31,6 +25,12 @@ from higgs.elastic import check_elastic_stability, elastic_alpha
 from higgs.evaluate import evaluate
 from higgs.model import build_model
 from higgs.sync import ElasticAveraging, ModelAveraging, Synchronizer
+from trainlib import distributed
+from trainlib.cli import resolve_checkpoint_dir, setup_logging
+from trainlib.custom_loop import EpochRecorder, warmup_learning_rate
+from trainlib.distributed import WorkerContext
+from trainlib.errors import TrainingInputError
+from trainlib.resume import restore_and_broadcast
 
 log = logging.getLogger("higgs")
 

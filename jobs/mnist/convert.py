@@ -13,12 +13,11 @@ import argparse
 import os
 from collections.abc import Sequence
 
+from mnist.data import IMAGES, LABELS, data_files
+from mnist.idx import IMAGES_MAGIC, LABELS_MAGIC, iter_idx, open_idx, read_header
 from trainlib.cli import run_main
 from trainlib.errors import TrainingInputError
 from trainlib.hdf5_writer import HDF5Writer
-
-from mnist.data import IMAGES, LABELS, data_files
-from mnist.idx import IMAGES_MAGIC, LABELS_MAGIC, iter_idx, open_idx, read_header
 
 SPLITS = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
           "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}

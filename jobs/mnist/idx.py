@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 import numpy as np
+
 from trainlib.errors import TrainingInputError
 
 IMAGES_MAGIC = 2051

@@ -47,6 +47,9 @@ def parse_tf_config(environ: Mapping[str, str] | None = None) -> tuple[bool, int
 def train_multiworker(args: argparse.Namespace, train_info: FileInfo, test_info: FileInfo, checkpoint_dir: str) -> int:
     """Train with MultiWorkerMirroredStrategy; TF_CONFIG must already be checked with `parse_tf_config`."""
     import tensorflow as tf
+
+    from mnist.data import IMAGES, LABELS
+    from mnist.model import build_cnn, preprocessing
     from trainlib.callbacks import CheckpointCallback, HistoryCallback, ProgressCallback
     from trainlib.checkpoints import CheckpointManager
     from trainlib.cli import setup_logging
@@ -54,9 +57,6 @@ def train_multiworker(args: argparse.Namespace, train_info: FileInfo, test_info:
     from trainlib.history import HistoryLog
     from trainlib.progress import ProgressReporter
     from trainlib.resume import assign_state, keras_state
-
-    from mnist.data import IMAGES, LABELS
-    from mnist.model import build_cnn, preprocessing
 
     is_chief, rank, workers = parse_tf_config()
     strategy = tf.distribute.MultiWorkerMirroredStrategy()  # must exist before any other TensorFlow op

@@ -6,14 +6,14 @@ import argparse
 import logging
 
 import tensorflow as tf
+
+from mnist.data import IMAGES, LABELS
+from mnist.model import build_cnn, preprocessing
 from trainlib import distributed
 from trainlib.cli import setup_logging
 from trainlib.hdf5_files import FileInfo
 from trainlib.hdf5_input import make_dataset
 from trainlib.keras_training import fit_distributed
-
-from mnist.data import IMAGES, LABELS
-from mnist.model import build_cnn, preprocessing
 
 log = logging.getLogger("mnist")
 

@@ -17,9 +17,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from trainlib.cli import add_common_arguments, positive_int, resolve_checkpoint_dir
-
 from mnist.data import validate_data
+from trainlib.cli import add_common_arguments, positive_int, resolve_checkpoint_dir
 
 PROGRAM = "mnist"
 

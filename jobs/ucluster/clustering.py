@@ -11,10 +11,10 @@ import logging
 
 import numpy as np
 from sklearn.cluster import KMeans
+
 from trainlib import distributed
 from trainlib.distributed import WorkerContext
 from trainlib.hdf5_input import RankInput
-
 from ucluster.steps import UClusterSteps
 
 log = logging.getLogger(__name__)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import h5py
 import numpy as np
 import tensorflow as tf
+
 from trainlib.errors import DataFileError, TrainingInputError
 from trainlib.hdf5_files import ArraySpec, FileInfo, validate_files
 from trainlib.hdf5_input import RankInput, make_dataset

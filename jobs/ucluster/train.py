@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import tensorflow as tf
+
 from trainlib import distributed
 from trainlib.cli import resolve_checkpoint_dir, setup_logging
 from trainlib.custom_loop import EpochRecorder
@@ -24,7 +25,6 @@ from trainlib.distributed import WorkerContext
 from trainlib.errors import TrainingInputError
 from trainlib.hdf5_input import RankInput
 from trainlib.resume import restore_and_broadcast
-
 from ucluster.cli import build_parser
 from ucluster.clustering import initialise_centroids
 from ucluster.data import rank_input, validate_split

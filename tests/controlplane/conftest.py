@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from cluster import ControlPlane, ControlPlaneError, wait_until
 
 HERE = Path(__file__).resolve().parent

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from cluster import ControlPlane, KubectlError, wait_until
 
 REPO = Path(__file__).resolve().parents[2]

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+
 from cluster import GPU_RESOURCE, UNPULLABLE_IMAGE_PREFIX, ControlPlane, KubectlError, wait_until
 
 IMAGE = "registry.example/kubetrain/worker:1"

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from cluster import ControlPlane, free_port, wait_until
 from operator_harness import (
     REPO,

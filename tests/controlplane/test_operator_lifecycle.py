@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 import yaml
+
 from cluster import ControlPlane, wait_until
 from operator_harness import (
     REPO,

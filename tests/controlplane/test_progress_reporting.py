@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from cluster import ControlPlane, wait_until
 from operator_harness import OperatorProcess, create, install_crd, operator_log_dir, training, wait_for_status
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+
 from trainlib.checkpoints import CheckpointManager, state_digest
 
 pytestmark = pytest.mark.jobs

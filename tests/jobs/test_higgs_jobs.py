@@ -17,6 +17,7 @@ import h5py
 import numpy as np
 import pytest
 from sklearn.metrics import f1_score
+
 from trainlib.checkpoints import CheckpointManager, state_digest
 
 pytestmark = pytest.mark.jobs

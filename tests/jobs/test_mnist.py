@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from mnist.idx import write_idx
 from trainlib.checkpoints import CheckpointManager, state_digest
 

@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from netns_hosts import Host, Network
+from pod_emulator import Container, Kubelet
+
 from kubetrain.api import Job, parse_job
 from kubetrain.build.hosts import build_hosts_configmap
 from kubetrain.build.launcher import build_launcher_job
@@ -15,8 +18,6 @@ from kubetrain.build.names import launcher_name, worker_hostname, worker_name
 from kubetrain.build.pods import build_worker_pod
 from kubetrain.build.ssh import build_ssh_secret
 from kubetrain.keys import generate_ssh_keypair
-from netns_hosts import Host, Network
-from pod_emulator import Container, Kubelet
 
 
 def job_body(

@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubetrain.build.names import ENTRYPOINTS
 from netns_hosts import Host, Network
+
+from kubetrain.build.names import ENTRYPOINTS
 
 REPO = Path(__file__).resolve().parents[2]
 ENTRYPOINTS_SOURCE = REPO / "images" / "base" / "entrypoints"

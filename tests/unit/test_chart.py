@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import kopf
-import kubetrain.reconcile  # noqa: F401 - registers the kopf handlers whose watches the RBAC must allow
 import pytest
 import yaml
+
+import kubetrain.reconcile  # noqa: F401 - registers the kopf handlers whose watches the RBAC must allow
 from kubetrain.api import GROUP, PLURAL, parse_job
 from kubetrain.build.rbac import build_role
 from kubetrain.kube import CHILD_KINDS

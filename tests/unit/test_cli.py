@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from kubetrain import local
 from kubetrain.cli import main
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
 from kubetrain.api import parse_job
 from kubetrain.build.launcher import build_launcher_job
 from kubetrain.build.names import ENTRYPOINTS

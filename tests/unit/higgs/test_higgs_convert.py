@@ -7,6 +7,7 @@ import sys
 import h5py
 import numpy as np
 import pytest
+
 from higgs import synthetic
 from higgs.columns import CSV_COLUMNS, FEATURES
 from higgs.convert import convert, read_csv

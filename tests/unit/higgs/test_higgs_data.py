@@ -3,6 +3,7 @@
 import h5py
 import numpy as np
 import pytest
+
 from higgs import synthetic
 from higgs.convert import convert
 from higgs.data import load, rank_moments, training_input

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+
 from higgs.elastic import check_elastic_stability, elastic_alpha, elastic_update
 
 

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+
 from higgs.compare import format_table
 from higgs.data import evaluation_block
 from higgs.evaluate import classification_metrics

@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import yaml
+
 from higgs.cli import build_parser
 
 JOB = Path(__file__).resolve().parents[3] / "jobs" / "higgs" / "job.yaml"

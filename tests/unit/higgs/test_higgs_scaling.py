@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+
 from higgs.scaling import Moments, mean_and_std, merge, moments, standardize
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from cifar_mixup.model import build_cnn
 
 

@@ -6,6 +6,7 @@ import struct
 
 import numpy as np
 import pytest
+
 from mnist.idx import IMAGES_MAGIC, LABELS_MAGIC, iter_idx, write_idx
 from trainlib.errors import TrainingInputError
 

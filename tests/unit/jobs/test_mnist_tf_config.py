@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from mnist.multiworker import parse_tf_config
 from trainlib.errors import TrainingInputError
 

@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 import pytest
+
 from trainlib.checkpoints import CheckpointManager, finite_metrics, state_digest
 
 

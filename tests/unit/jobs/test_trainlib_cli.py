@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 import pytest
+
 from trainlib.cli import EXIT_BAD_INPUT, add_common_arguments, default_data_dir, resolve_checkpoint_dir, run_main
 from trainlib.errors import DataFileError
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import h5py
 import numpy as np
 import pytest
+
 from trainlib.errors import DataFileError, TrainingInputError
 from trainlib.hdf5_files import ArraySpec, iter_block_chunks, rank_block, rows_per_rank, validate_files
 from trainlib.hdf5_writer import HDF5Writer

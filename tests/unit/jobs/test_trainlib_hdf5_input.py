@@ -6,6 +6,7 @@ import h5py
 import numpy as np
 import pytest
 import tensorflow as tf
+
 from trainlib.errors import TrainingInputError
 from trainlib.hdf5_input import ArraySpec, make_dataset, validate_files
 

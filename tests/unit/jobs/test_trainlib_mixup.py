@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow as tf
+
 from trainlib.mixup import apply_mixup, mix_up, sample_beta_distribution
 
 

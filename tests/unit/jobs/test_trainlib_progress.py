@@ -6,6 +6,7 @@ import logging
 from datetime import datetime, timedelta, timezone
 
 import pytest
+
 from trainlib.progress import ProgressReporter
 from trainlib.status_payload import build_status_patch
 

@@ -9,6 +9,7 @@ import pytest
 import yaml
 from cryptography.hazmat.primitives.serialization import load_ssh_private_key, load_ssh_public_key
 from dtr_bodies import training
+
 from kubetrain.api import parse_job
 from kubetrain.build.env import job_environment
 from kubetrain.build.hosts import discover_hosts_script, hostfile

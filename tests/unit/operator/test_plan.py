@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from dtr_bodies import training
+
 from kubetrain import reasons as r
 from kubetrain.api import parse_job
 from kubetrain.build.launcher import build_launcher_job

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from dtr_bodies import training
+
 from kubetrain.api import MAX_NAME_LENGTH, SpecError, parse_job
 
 

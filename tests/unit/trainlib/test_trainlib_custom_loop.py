@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 import tensorflow as tf
+
 from trainlib.checkpoints import CheckpointManager
 from trainlib.custom_loop import EpochRecorder, warmup_learning_rate
 from trainlib.distributed import WorkerContext

@@ -5,6 +5,7 @@ import os
 import h5py
 import numpy as np
 import pytest
+
 from trainlib.errors import DataFileError, TrainingInputError
 from ucluster import synthetic
 from ucluster.data import rank_input, read_file_list, validate_split

@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import yaml
+
 from ucluster.cli import build_parser
 
 JOB = Path(__file__).resolve().parents[3] / "jobs" / "ucluster" / "job.yaml"

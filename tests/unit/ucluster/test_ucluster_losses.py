@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 import tensorflow as tf
+
 from ucluster.losses import focal_loss, kmeans_loss, nearest_cluster
 
 

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+
 from ucluster.metrics import cluster_accuracy, confusion_counts, matched_accuracy
 
 

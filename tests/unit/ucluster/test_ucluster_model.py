@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 import tensorflow as tf
+
 from ucluster.model import GapNetConfig, build_gapnet, eta_phi_distance, nearest_neighbors
 
 TINY = GapNetConfig(num_points=12, num_features=8, num_classes=5, embedding_dim=3, num_clusters=3, neighbors=4,

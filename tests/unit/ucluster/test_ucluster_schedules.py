@@ -1,6 +1,7 @@
 """The reference's staircase schedules, counted in samples seen."""
 
 import pytest
+
 from ucluster.schedules import StaircaseLearningRate, alpha_for_epoch, batch_norm_momentum, staircase_learning_rate
 
 
