@@ -65,7 +65,7 @@ class Kube:
         except NotFoundError:
             return None
 
-    def list_children(self, namespace: str, name: str, uid: str) -> dict[str, list[dict[str, Any]]]:
+    def list_children(self, namespace: str, name: str, uid: str) -> dict[str, list[Mapping[str, Any]]]:
         """Objects labelled with the job's name and owned by it (launcher pods: owned by its launcher Job)."""
         selector = f"{LABEL_JOB}={name}"
         listed: dict[str, list[dict[str, Any]]] = {}
@@ -73,7 +73,9 @@ class Kube:
             listing = self._resource(api_version, kind).get(namespace=namespace, label_selector=selector).to_dict()
             listed[field] = list(listing.get("items") or [])
         owners = {uid}
-        found = {field: [obj for obj in items if _owned_by(obj, owners)] for field, items in listed.items()}
+        found: dict[str, list[Mapping[str, Any]]] = {
+            field: [obj for obj in items if _owned_by(obj, owners)] for field, items in listed.items()
+        }
         owners |= {job["metadata"]["uid"] for job in found["jobs"]}
         found["pods"] = [pod for pod in listed["pods"] if _owned_by(pod, owners)]
         return found
@@ -139,7 +141,7 @@ class Kube:
             "reportingComponent": "kubetrain-operator",
         }
         try:
-            self.core.create_namespaced_event(meta["namespace"], body)
+            self.core.create_namespaced_event(meta["namespace"], body)  # type: ignore[arg-type]  # dicts are accepted
         except ApiException as error:
             log.warning("could not post event %s on %s/%s: %s", reason, meta["namespace"], meta["name"], error.reason)
 

@@ -134,8 +134,8 @@ def decide(job: Job, status: Mapping[str, Any], children: Children, now: datetim
     started = parse_time(status.get("startTime")) or now
     deadline = job.spec.run_policy.active_deadline_seconds
     if deadline is not None and now >= started + timedelta(seconds=deadline):
-        failure = Failure(r.DEADLINE_EXCEEDED, f"the job ran longer than activeDeadlineSeconds={deadline}")
-        return _fail(job, status, children, now, failure)
+        overdue = Failure(r.DEADLINE_EXCEEDED, f"the job ran longer than activeDeadlineSeconds={deadline}")
+        return _fail(job, status, children, now, overdue)
     attempt = int(status.get("attempt", 0))
     failure = _current_failure(job, children, attempt)
     if failure is not None:

@@ -43,7 +43,9 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
-async def on_training(event: kopf.RawEvent, name: str, namespace: str, memo: kopf.Memo, **_: Any) -> None:
+async def on_training(event: kopf.RawEvent, name: str, namespace: str | None, memo: kopf.Memo, **_: Any) -> None:
+    if namespace is None:
+        return
     if event.get("type") == "DELETED":
         memo.queue.forget((namespace, name))
         return
@@ -51,10 +53,12 @@ async def on_training(event: kopf.RawEvent, name: str, namespace: str, memo: kop
 
 
 @kopf.on.event("", "v1", "pods", labels={LABEL_JOB: kopf.PRESENT})
-async def on_pod(labels: kopf.Labels, namespace: str, memo: kopf.Memo, **_: Any) -> None:
-    await memo.queue.poke((namespace, labels[LABEL_JOB]))
+async def on_pod(labels: kopf.Labels, namespace: str | None, memo: kopf.Memo, **_: Any) -> None:
+    if namespace is not None:
+        await memo.queue.poke((namespace, labels[LABEL_JOB]))
 
 
 @kopf.on.event("batch", "v1", "jobs", labels={LABEL_JOB: kopf.PRESENT})
-async def on_launcher(labels: kopf.Labels, namespace: str, memo: kopf.Memo, **_: Any) -> None:
-    await memo.queue.poke((namespace, labels[LABEL_JOB]))
+async def on_launcher(labels: kopf.Labels, namespace: str | None, memo: kopf.Memo, **_: Any) -> None:
+    if namespace is not None:
+        await memo.queue.poke((namespace, labels[LABEL_JOB]))
