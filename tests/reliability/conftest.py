@@ -24,8 +24,9 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "controlplane"))
 
-from cluster import ControlPlane, ControlPlaneError, wait_until  # noqa: E402
 from figures import FIGURES, RESULTS  # noqa: E402
+
+from cluster import ControlPlane, ControlPlaneError, wait_until  # noqa: E402
 from operator_harness import install_crd  # noqa: E402
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from cluster import ControlPlane, Process, _spawn, free_port, wait_until
 from operator_harness import JOB_LABEL, REPO, OperatorProcess, operator_log_dir
 

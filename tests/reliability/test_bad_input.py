@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 
 import pytest
 from bad_inputs import CORPUS, HOSTILE_COMMAND, HOSTILE_ENV, BadInput, valid_body
-from cluster import ControlPlane, KubectlError
 from fault_harness import MeteredOperator, new_namespace
 from figures import FIGURES
+
+from cluster import ControlPlane, KubectlError
 from operator_harness import children, create, live_pods, wait_for_pods, wait_for_status
 
 pytestmark = pytest.mark.controlplane

@@ -10,9 +10,10 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from cluster import ControlPlane, wait_until
 from fault_harness import MeteredOperator, new_namespace, restart_apiserver
 from figures import FIGURES
+
+from cluster import ControlPlane, wait_until
 from operator_harness import create, events, live_pods, status, training, wait_for_pods, wait_for_status
 
 pytestmark = pytest.mark.controlplane

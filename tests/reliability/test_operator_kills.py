@@ -12,9 +12,10 @@ import time
 from dataclasses import dataclass, field
 
 import pytest
-from cluster import ControlPlane
 from fault_harness import ChildLedger, MeteredOperator, expected_children, is_live_pod, snapshot
 from figures import FIGURES
+
+from cluster import ControlPlane
 from operator_harness import JOB_LABEL, create, training
 
 pytestmark = pytest.mark.controlplane
