@@ -1,0 +1,181 @@
+"""Security of what the operator makes, on the real API server: one SSH key pair per job that never shows up in
+logs, events or status; the key Secret mounted read-only 0400; pods admitted under the 'restricted' Pod Security
+Standard; and each job's ServiceAccount token refused everything but writing its own job's status.
+
+tests/controlplane/test_helm_install.py proves the operator's own (chart) RBAC with `kubectl auth can-i`, and the basic
+can-i answers for a job's account. Here the job's account is tried with real requests carrying its token.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from fault_harness import MeteredOperator, forbidden, job_token_kubeconfig, kubectl_as, new_namespace
+from figures import FIGURES
+
+from cluster import ControlPlane
+from operator_harness import children, create, training, wait_for_status
+
+pytestmark = pytest.mark.controlplane
+
+JOBS = ("alpha", "beta")
+SSH_MODE = 0o400
+
+
+@dataclass
+class Deployment:
+    plane: ControlPlane
+    namespace: str
+    operator: MeteredOperator
+
+
+@pytest.fixture(scope="module")
+def deployed(crd: ControlPlane) -> Iterator[Deployment]:
+    """Two running jobs in a namespace that enforces the restricted Pod Security Standard."""
+    namespace = new_namespace(crd, "security")
+    crd.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted",
+                "pod-security.kubernetes.io/enforce-version=latest")
+    operator = MeteredOperator(crd, namespace).start()
+    try:
+        for name in JOBS:
+            create(crd, namespace, training(name, resources={"gpusPerWorker": 0}))
+        for name in JOBS:
+            wait_for_status(crd, namespace, name, operator, phase="Running", timeout=180)
+        yield Deployment(crd, namespace, operator)
+    finally:
+        operator.stop()
+        crd.kubectl("delete", "namespace", namespace, "--wait=false", "--ignore-not-found")
+
+
+def ssh_secret(deployed: Deployment, name: str) -> dict[str, str]:
+    data = deployed.plane.get("secret", f"{name}-ssh", deployed.namespace)["data"]
+    return {key: base64.b64decode(value).decode() for key, value in data.items()}
+
+
+def test_each_job_has_its_own_working_key_pair(deployed: Deployment) -> None:
+    keys = {name: ssh_secret(deployed, name) for name in JOBS}
+    for name, files in keys.items():
+        private = serialization.load_ssh_private_key(files["id_ed25519"].encode(), password=None)
+        derived = private.public_key().public_bytes(serialization.Encoding.OpenSSH,
+                                                    serialization.PublicFormat.OpenSSH).decode()
+        assert files["id_ed25519.pub"].split()[:2] == derived.split()[:2], f"{name}: public key is not the pair's"
+        assert files["authorized_keys"].strip() == files["id_ed25519.pub"].strip()
+    assert keys["alpha"]["id_ed25519"] != keys["beta"]["id_ed25519"]
+    assert keys["alpha"]["id_ed25519.pub"].split()[1] != keys["beta"]["id_ed25519.pub"].split()[1]
+
+
+def test_private_keys_appear_nowhere_but_their_secret(deployed: Deployment) -> None:
+    plane, namespace = deployed.plane, deployed.namespace
+    needles: dict[str, str] = {}
+    for name in JOBS:
+        pem = ssh_secret(deployed, name)["id_ed25519"]
+        needles[f"{name} private key (base64 of the PEM)"] = base64.b64encode(pem.encode()).decode()[:60]
+        for index, line in enumerate(pem.splitlines()):
+            if len(line) >= 20 and "PRIVATE KEY" not in line:
+                needles[f"{name} private key line {index}"] = line
+    needles["PEM header"] = "PRIVATE KEY-----"
+    haystacks = {
+        "operator log": deployed.operator.log_text(),
+        "events": plane.kubectl("get", "events", "--namespace", namespace, "--output=json"),
+        "DistributedTrainings (spec, status, metadata)": plane.kubectl("get", "dtr", "--namespace", namespace,
+                                                                        "--output=json"),
+        "pods": plane.kubectl("get", "pods", "--namespace", namespace, "--output=json"),
+        "launcher Jobs": plane.kubectl("get", "jobs", "--namespace", namespace, "--output=json"),
+        "ConfigMaps": plane.kubectl("get", "configmaps", "--namespace", namespace, "--output=json"),
+        "Secret metadata": json.dumps([s["metadata"] for s in json.loads(
+            plane.kubectl("get", "secrets", "--namespace", namespace, "--output=json"))["items"]]),
+    }
+    leaks = [f"{what} in {where}" for where, text in haystacks.items() for what, needle in needles.items()
+             if needle in text]
+    FIGURES.count("private keys leaked", len(leaks))
+    assert not leaks, leaks
+
+
+def test_key_secret_is_mounted_read_only_0400_into_its_own_job_only(deployed: Deployment) -> None:
+    for name in JOBS:
+        pods = children(deployed.plane, deployed.namespace, name, "pods")
+        assert {p["metadata"]["labels"]["kubetrain.dev/role"] for p in pods} == {"worker", "launcher"}
+        for pod in pods:
+            secrets = {v["name"]: v["secret"] for v in pod["spec"]["volumes"] if "secret" in v}
+            assert [s["secretName"] for s in secrets.values()] == [f"{name}-ssh"], pod["metadata"]["name"]
+            (volume, source), = secrets.items()
+            assert source["defaultMode"] == SSH_MODE, f"{pod['metadata']['name']}: mode {oct(source['defaultMode'])}"
+            for container in pod["spec"]["containers"]:
+                mounts = [m for m in container["volumeMounts"] if m["name"] == volume]
+                assert mounts and all(m.get("readOnly") for m in mounts), container["name"]
+
+
+def test_pods_are_admitted_as_restricted_non_root_read_only(deployed: Deployment) -> None:
+    """The namespace enforces Pod Security 'restricted', so the API server already refused any pod that runs as root,
+    may escalate, keeps capabilities or uses host namespaces; the fields are checked here besides."""
+    pods = json.loads(deployed.plane.kubectl("get", "pods", "--namespace", deployed.namespace,
+                                             "--output=json"))["items"]
+    assert len(pods) == 3 * len(JOBS)
+    for pod in pods:
+        spec, where = pod["spec"], pod["metadata"]["name"]
+        assert spec["securityContext"]["runAsNonRoot"] is True and spec["securityContext"]["runAsUser"] != 0, where
+        assert not any(spec.get(k) for k in ("hostNetwork", "hostPID", "hostIPC")), where
+        assert not [v for v in spec["volumes"] if "hostPath" in v], where
+        for container in spec["containers"]:
+            context = container["securityContext"]
+            assert context["allowPrivilegeEscalation"] is False, where
+            assert context["readOnlyRootFilesystem"] is True, where
+            assert context["capabilities"]["drop"] == ["ALL"] and not context["capabilities"].get("add"), where
+            assert not context.get("privileged"), where
+        role = pod["metadata"]["labels"]["kubetrain.dev/role"]
+        assert spec["serviceAccountName"] == f"{pod['metadata']['labels']['kubetrain.dev/job-name']}-job"
+        if role == "launcher":
+            assert spec["automountServiceAccountToken"] is False, "the launcher needs no API access"
+
+
+def test_job_account_token_writes_only_its_own_status(deployed: Deployment, tmp_path: Path) -> None:
+    plane, namespace = deployed.plane, deployed.namespace
+    config = job_token_kubeconfig(plane, namespace, "alpha-job", tmp_path / "alpha.kubeconfig")
+    ns = f"--namespace={namespace}"
+
+    def run(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        return kubectl_as(plane, config, ns, *args, input=input)
+
+    progress = json.dumps({"status": {"progress": {"epoch": 1, "epochs": 2}}})
+    own = run("patch", "dtr", "alpha", "--subresource=status", "--type=merge", f"--patch={progress}")
+    assert own.returncode == 0, f"rank 0 must be able to report progress: {own.stderr}"
+    assert plane.get("dtr", "alpha", namespace)["status"]["progress"]["epoch"] == 1
+
+    pod = json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "intruder"},
+                      "spec": {"containers": [{"name": "x", "image": "busybox"}]}})
+    binding = json.dumps({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                          "metadata": {"name": "grab"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+                                                                    "kind": "ClusterRole", "name": "admin"},
+                          "subjects": [{"kind": "ServiceAccount", "name": "alpha-job", "namespace": namespace}]})
+    attempts = {
+        "read its own key Secret": run("get", "secret", "alpha-ssh"),
+        "read another job's key Secret": run("get", "secret", "beta-ssh"),
+        "list Secrets": run("get", "secrets"),
+        "create a pod": run("create", "--filename=-", input=pod),
+        "exec into a worker": run("exec", "alpha-worker-0", "--", "true"),
+        "patch another job's status": run("patch", "dtr", "beta", "--subresource=status", "--type=merge",
+                                          f"--patch={progress}"),
+        "patch another job's spec": run("patch", "dtr", "beta", "--type=merge",
+                                        '--patch={"spec":{"runPolicy":{"suspend":true}}}'),
+        "patch its own spec": run("patch", "dtr", "alpha", "--type=merge",
+                                  '--patch={"spec":{"runPolicy":{"backoffLimit":100}}}'),
+        "delete its own job": run("delete", "dtr", "alpha", "--wait=false"),
+        "read another job": run("get", "dtr", "beta"),
+        "bind itself a stronger role": run("create", "--filename=-", input=binding),
+        "read the hostfile ConfigMaps": run("get", "configmaps"),
+    }
+    allowed = {what: result.stderr or result.stdout for what, result in attempts.items() if not forbidden(result)}
+    FIGURES.count("job ServiceAccount requests not refused", len(allowed))
+    assert not allowed, allowed
+    assert plane.get("dtr", "beta", namespace).get("status", {}).get("progress") is None
+    assert plane.get("dtr", "alpha", namespace)["spec"]["runPolicy"]["backoffLimit"] == 3
+    role = plane.get("role", "alpha-status-writer", namespace)
+    assert role["rules"] == [{"apiGroups": ["kubetrain.dev"], "resources": ["distributedtrainings/status"],
+                              "resourceNames": ["alpha"], "verbs": ["get", "patch"]}]
