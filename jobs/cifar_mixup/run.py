@@ -47,7 +47,8 @@ def train(args: argparse.Namespace, train_info: FileInfo, test_info: FileInfo, c
         log.info("%d ranks; per rank %d training rows (%d steps) and %d held-out rows; mixup %s (alpha %g)",
                  context.size, train_input.rows, train_input.steps, test_input.rows,
                  "on" if args.mixup else "off", args.alpha)
-    model = build_cnn(train_info.row_shapes[IMAGES], args.num_classes)
+    height, width, channels = train_info.row_shapes[IMAGES]  # three axes: checked by cifar_mixup.data
+    model = build_cnn((height, width, channels), args.num_classes)
     learning_rate = distributed.scaled_learning_rate(args.learning_rate, context.size)
     optimizer = distributed.distributed_optimizer(tf.keras.optimizers.legacy.Adadelta(learning_rate=learning_rate))
     model.compile(optimizer=optimizer, loss="categorical_crossentropy", metrics=["accuracy"])

@@ -12,9 +12,19 @@ Model averaging: every window, every worker's weights become the mean over worke
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
-Array = TypeVar("Array")
+Array = TypeVar("Array", bound="ArrayArithmetic")
+
+
+class ArrayArithmetic(Protocol):
+    """The arithmetic the rules need, which numpy arrays and TensorFlow tensors both offer."""
+
+    def __add__(self: Array, other: Array, /) -> Array: ...
+
+    def __sub__(self: Array, other: Array, /) -> Array: ...
+
+    def __rmul__(self: Array, other: float, /) -> Array: ...
 
 
 def elastic_alpha(learning_rate: float, rho: float) -> float:

@@ -106,7 +106,6 @@ def run_trainer(trainer: str, args: argparse.Namespace, context: WorkerContext, 
                 checkpoint_dir: str) -> TrainerResult:
     """Train with one trainer from its latest checkpoint to --epochs; every rank returns rank 0's result."""
     alone = trainer == "single"
-    working = context.is_chief or not alone
     model = build_model(prepared.data.num_features, args.hidden_units, args.dropout)
     optimizer = make_optimizer(trainer, args.learning_rate, context.size)
     optimizer._create_all_weights(model.trainable_variables)  # slots exist before restore and broadcast
@@ -115,8 +114,8 @@ def run_trainer(trainer: str, args: argparse.Namespace, context: WorkerContext, 
                  **synchronizer.extra_state()}
 
     rank, size = (0, 1) if alone else (context.rank, context.size)
-    train = None
-    if working:
+    train = None  # the single trainer's other ranks build no input and wait
+    if context.is_chief or not alone:
         train = higgs_data.training_input(prepared.data.train, prepared.mean, prepared.std, rank=rank, size=size,
                                           batch_size=args.batch_size, seed=args.seed)
     steps_per_epoch = distributed.broadcast_object(train.steps if train else 0)
@@ -132,7 +131,7 @@ def run_trainer(trainer: str, args: argparse.Namespace, context: WorkerContext, 
                  1 if alone else context.size, steps_per_epoch, checkpoint_dir)
 
     metrics: dict[str, float] = {}
-    if working:
+    if train is not None:
         train_step = make_train_step(model, optimizer)
         train_step.get_concrete_function(*train.dataset.element_spec)  # compile now, so epochs time training only
         synchronizer.compile()

@@ -81,7 +81,8 @@ def train_multiworker(args: argparse.Namespace, train_info: FileInfo, test_info:
                                  f"{args.batch_size}; use a smaller --batch-size")
     learning_rate = args.learning_rate * workers
     with strategy.scope():
-        model = build_cnn((*train_info.row_shapes[IMAGES], 1))
+        height, width = train_info.row_shapes[IMAGES]  # two sides: checked by mnist.data
+        model = build_cnn((height, width, 1))
         model.compile(optimizer=tf.keras.optimizers.legacy.Adam(learning_rate=learning_rate),
                       loss="categorical_crossentropy", metrics=["accuracy"])
         variables = keras_state(model)

@@ -32,7 +32,8 @@ def train_horovod(args: argparse.Namespace, train_info: FileInfo, test_info: Fil
     if context.is_chief:
         log.info("horovod with %d ranks; per rank %d training rows (%d steps), %d held-out rows", context.size,
                  train_input.rows, train_input.steps, test_input.rows)
-    model = build_cnn((*train_info.row_shapes[IMAGES], 1))
+    height, width = train_info.row_shapes[IMAGES]  # two sides: checked by mnist.data
+    model = build_cnn((height, width, 1))
     learning_rate = distributed.scaled_learning_rate(args.learning_rate, context.size)
     optimizer = distributed.distributed_optimizer(tf.keras.optimizers.legacy.Adam(learning_rate=learning_rate))
     model.compile(optimizer=optimizer, loss="categorical_crossentropy", metrics=["accuracy"])

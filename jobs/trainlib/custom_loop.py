@@ -65,7 +65,7 @@ class EpochRecorder:
         """Drop history records newer than the restored checkpoint."""
         self.history.resume_at(epochs_done)
 
-    def record(self, epoch: int, metrics: Mapping[str, object],
+    def record(self, epoch: int, metrics: Mapping[str, float],
                variables: Mapping[str, Sequence[tf.Variable]]) -> Checkpoint:
         """After completed epoch `epoch` (1-based): save the variables, append the history, report progress."""
         state = {group: [variable.numpy() for variable in group_vars] for group, group_vars in variables.items()}

@@ -17,6 +17,7 @@ from typing import Any
 import horovod.tensorflow as hvd_tf
 import horovod.tensorflow.keras as hvd
 import numpy as np
+import numpy.typing as npt
 import tensorflow as tf
 
 
@@ -90,16 +91,19 @@ def broadcast_variables(variables: list[tf.Variable], root_rank: int = 0) -> Non
         hvd_tf.broadcast_variables(variables, root_rank=root_rank)
 
 
-def allreduce_sum(value: np.ndarray | float, name: str | None = None) -> np.ndarray:
-    """Element-wise sum of `value` over all ranks (every rank must call this with the same shape)."""
+def _allreduce(value: npt.ArrayLike, op: Any, name: str | None) -> np.ndarray:
     tensor = tf.convert_to_tensor(np.asarray(value, dtype=np.float64))
-    return hvd_tf.allreduce(tensor, op=hvd_tf.Sum, name=name).numpy()
+    return hvd_tf.allreduce(tensor, op=op, name=name).numpy()
 
 
-def allreduce_mean(value: np.ndarray | float, name: str | None = None) -> np.ndarray:
-    """Element-wise mean of `value` over all ranks (every rank must call this with the same shape)."""
-    tensor = tf.convert_to_tensor(np.asarray(value, dtype=np.float64))
-    return hvd_tf.allreduce(tensor, op=hvd_tf.Average, name=name).numpy()
+def allreduce_sum(value: npt.ArrayLike, name: str | None = None) -> np.ndarray:
+    """Element-wise sum of `value` (float64) over all ranks (every rank must call this with the same shape)."""
+    return _allreduce(value, hvd_tf.Sum, name)
+
+
+def allreduce_mean(value: npt.ArrayLike, name: str | None = None) -> np.ndarray:
+    """Element-wise mean of `value` (float64) over all ranks (every rank must call this with the same shape)."""
+    return _allreduce(value, hvd_tf.Average, name)
 
 
 def allgather_object(value: Any) -> list[Any]:

@@ -94,16 +94,18 @@ def write_digits_like(path: Path, images: np.ndarray, labels: np.ndarray | None)
             handle["labels"] = labels
 
 
-def truncate(path: Path) -> None:
+IMAGES = np.zeros((40, 8, 8, 1), np.uint8)
+LABELS = np.arange(40) % 10
+
+
+def write_truncated(path: Path) -> None:
+    write_digits_like(path, IMAGES, LABELS)
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
 
 
-IMAGES = np.zeros((40, 8, 8, 1), np.uint8)
-LABELS = np.arange(40) % 10
-
 BAD_TRAIN_FILES = {
-    "truncated": (lambda p: (write_digits_like(p, IMAGES, LABELS), truncate(p)), "not a readable HDF5 file (truncated"),
+    "truncated": (write_truncated, "not a readable HDF5 file (truncated"),
     "missing dataset": (lambda p: write_digits_like(p, IMAGES, None), "missing dataset"),
     "wrong shape": (lambda p: write_digits_like(p, np.zeros((40, 64), np.uint8), LABELS),
                     "expected shape (N, *, *, *) and dtype uint8, found shape (40, 64) and dtype uint8"),
