@@ -130,6 +130,9 @@ CORPUS: list[BadInput] = [
              spec_set("scheduling.nodeSelector", {"bad key!": "x"})),
     BadInput("toleration-operator", "child object", "spec.scheduling.tolerations",
              spec_set("scheduling.tolerations", [{"key": "gpu", "operator": "Sometimes"}])),
+    BadInput("checkpoint-on-tmp", "child object", "spec.checkpoint.mountPath",
+             spec_set("checkpoint.mountPath", "/tmp")),
+    BadInput("data-mount-slashes", "child object", "spec.data.mountPath", spec_set("data.mountPath", "//")),
     BadInput("env-value-from-empty", "child object", "spec.env[0].valueFrom",
              spec_set("env", [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {}}}])),
     # hostile strings where they are not allowed
