@@ -13,7 +13,6 @@ import tensorflow as tf
 from cifar_mixup.data import IMAGES, LABELS
 from cifar_mixup.model import build_cnn
 from trainlib import distributed
-from trainlib.cli import setup_logging
 from trainlib.hdf5_files import FileInfo
 from trainlib.hdf5_input import make_dataset
 from trainlib.keras_training import fit_distributed
@@ -32,10 +31,7 @@ def make_preprocess(num_classes: int) -> Callable[[tf.Tensor, tf.Tensor], tuple[
 
 
 def train(args: argparse.Namespace, train_info: FileInfo, test_info: FileInfo, checkpoint_dir: str) -> int:
-    context = distributed.init_horovod()
-    setup_logging(context.rank)
-    if args.seed is not None:
-        tf.keras.utils.set_random_seed(args.seed + context.rank)
+    context = distributed.start_rank(args.seed)
     preprocess = make_preprocess(args.num_classes)
     names = [IMAGES, LABELS]
     train_input = make_dataset([train_info], names, rank=context.rank, size=context.size, batch_size=args.batch_size,

@@ -39,16 +39,34 @@ class Synchronizer:
         """Called on every rank after the last step of an epoch."""
 
 
-class ElasticAveraging(Synchronizer):
+class WindowedSynchronizer(Synchronizer):
+    """Runs `synchronize` (one traced graph) on every rank after every `window` optimizer steps."""
+
+    def __init__(self, model: tf.keras.Model, window: int) -> None:
+        super().__init__(model)
+        self.window = window
+        self._sync = tf.function(self.synchronize)
+
+    def synchronize(self) -> None:
+        """Bring the ranks' weights together (a collective: every rank calls it at the same step)."""
+        raise NotImplementedError
+
+    def compile(self) -> None:
+        self._sync.get_concrete_function()
+
+    def after_step(self, step: int) -> None:
+        if step % self.window == 0:
+            self._sync()
+
+
+class ElasticAveraging(WindowedSynchronizer):
     """Synchronous EASGD with a communication window."""
 
     def __init__(self, model: tf.keras.Model, center: tf.keras.Model, window: int, alpha: float) -> None:
-        super().__init__(model)
+        super().__init__(model, window)
         self.center = center
-        self.window = window
         self.alpha = alpha
         self.center.set_weights(model.get_weights())
-        self._sync = tf.function(self._elastic_step)
 
     @property
     def result_model(self) -> tf.keras.Model:
@@ -57,7 +75,7 @@ class ElasticAveraging(Synchronizer):
     def extra_state(self) -> dict[str, list[tf.Variable]]:
         return {"center": list(self.center.weights)}
 
-    def _elastic_step(self) -> None:
+    def synchronize(self) -> None:
         local = [variable.read_value() for variable in self.model.trainable_variables]
         center = [variable.read_value() for variable in self.center.trainable_variables]
         summed = hvd.grouped_allreduce([x - c for x, c in zip(local, center, strict=True)], op=hvd.Sum)
@@ -68,34 +86,15 @@ class ElasticAveraging(Synchronizer):
             variable.assign(new_local)
             center_variable.assign(new_center)
 
-    def compile(self) -> None:
-        self._sync.get_concrete_function()
 
-    def after_step(self, step: int) -> None:
-        if step % self.window == 0:
-            self._sync()
-
-
-class ModelAveraging(Synchronizer):
+class ModelAveraging(WindowedSynchronizer):
     """Local steps, then every rank takes the mean of all ranks' weights."""
 
-    def __init__(self, model: tf.keras.Model, window: int) -> None:
-        super().__init__(model)
-        self.window = window
-        self._sync = tf.function(self._average)
-
-    def _average(self) -> None:
+    def synchronize(self) -> None:
         values = [variable.read_value() for variable in self.model.trainable_variables]
         averaged = hvd.grouped_allreduce(values, op=hvd.Average)
         for variable, value in zip(self.model.trainable_variables, averaged, strict=True):
             variable.assign(value)
-
-    def compile(self) -> None:
-        self._sync.get_concrete_function()
-
-    def after_step(self, step: int) -> None:
-        if step % self.window == 0:
-            self._sync()
 
     def end_of_epoch(self) -> None:
         self._sync()  # every rank ends the epoch with the same weights, which rank 0 checkpoints

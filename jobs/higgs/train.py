@@ -26,7 +26,7 @@ from higgs.evaluate import evaluate
 from higgs.model import build_model
 from higgs.sync import ElasticAveraging, ModelAveraging, Synchronizer
 from trainlib import distributed
-from trainlib.cli import resolve_checkpoint_dir, setup_logging
+from trainlib.cli import resolve_checkpoint_dir
 from trainlib.custom_loop import EpochRecorder, warmup_learning_rate
 from trainlib.distributed import WorkerContext
 from trainlib.errors import TrainingInputError
@@ -173,10 +173,7 @@ def run_trainer(trainer: str, args: argparse.Namespace, context: WorkerContext, 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    context = distributed.init_horovod()
-    setup_logging(context.rank)
-    if args.seed is not None:
-        tf.keras.utils.set_random_seed(args.seed + context.rank)
+    context = distributed.start_rank(args.seed)
     prepared = prepare(args, context)
     checkpoint_dir = resolve_checkpoint_dir(args.checkpoint_dir, "higgs")
     if not args.compare:

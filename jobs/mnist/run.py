@@ -10,7 +10,6 @@ import tensorflow as tf
 from mnist.data import IMAGES, LABELS
 from mnist.model import build_cnn, preprocessing
 from trainlib import distributed
-from trainlib.cli import setup_logging
 from trainlib.hdf5_files import FileInfo
 from trainlib.hdf5_input import make_dataset
 from trainlib.keras_training import fit_distributed
@@ -19,10 +18,7 @@ log = logging.getLogger("mnist")
 
 
 def train_horovod(args: argparse.Namespace, train_info: FileInfo, test_info: FileInfo, checkpoint_dir: str) -> int:
-    context = distributed.init_horovod()
-    setup_logging(context.rank)
-    if args.seed is not None:
-        tf.keras.utils.set_random_seed(args.seed + context.rank)
+    context = distributed.start_rank(args.seed)
     names = [IMAGES, LABELS]
     train_input = make_dataset([train_info], names, rank=context.rank, size=context.size, batch_size=args.batch_size,
                                training=True, preprocess=preprocessing, shuffle_buffer=args.shuffle_buffer,

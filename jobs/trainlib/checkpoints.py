@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 import h5py
 import numpy as np
 
+from trainlib.metrics import finite_metrics
+
 FORMAT = "kubetrain-checkpoint/1"
 _STATE = re.compile(r"^ckpt-(\d+)\.h5$")
 _RECORD = re.compile(r"^ckpt-(\d+)\.json$")
@@ -74,19 +76,6 @@ def state_digest(arrays: Iterable[np.ndarray]) -> str:
     for array in arrays:
         digest.update(np.ascontiguousarray(array).tobytes())
     return digest.hexdigest()[:16]
-
-
-def finite_metrics(metrics: Mapping[str, object]) -> dict[str, float]:
-    """Keep the numeric, finite entries of a Keras `logs` dict as plain floats (JSON-safe)."""
-    clean: dict[str, float] = {}
-    for name, value in metrics.items():
-        try:
-            number = float(value)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            continue
-        if np.isfinite(number):
-            clean[name] = number
-    return clean
 
 
 class CheckpointManager:

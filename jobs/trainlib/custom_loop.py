@@ -1,6 +1,7 @@
 """For programs with their own training loop (no `model.fit`): what the Keras callbacks give `fit` users.
 
-- `warmup_learning_rate`: Horovod's warm-up (`LearningRateWarmupCallback`'s formula) as a pure function of progress.
+- `warmup_learning_rate`, `warmup_fraction`: Horovod's warm-up (`LearningRateWarmupCallback`'s formula) as pure
+  functions of progress.
 - `EpochRecorder`: rank 0's end-of-epoch work in one call: checkpoint, `history.json`/`history.png`, status progress.
 
 Typical loop::
@@ -31,12 +32,18 @@ from trainlib.progress import ProgressReporter
 log = logging.getLogger(__name__)
 
 
+def warmup_fraction(progress: float | tf.Tensor, size: int) -> float | tf.Tensor:
+    """The share of the target rate after `progress` (0 to 1) of the warm-up: linear from 1/size to 1. Plain
+    arithmetic, so it serves Python floats and tensors inside a Keras schedule alike."""
+    return (progress * (size - 1) + 1.0) / size
+
+
 def warmup_learning_rate(target: float, size: int, epochs_done: float, warmup_epochs: int) -> float:
     """Learning rate after `epochs_done` (fractional) epochs: ramps linearly from `target / size` to `target` over
     `warmup_epochs`, then stays at `target` (0 warm-up epochs: always `target`)."""
     if warmup_epochs <= 0 or epochs_done >= warmup_epochs:
         return target
-    return target / size * (epochs_done * (size - 1) / warmup_epochs + 1.0)
+    return target * warmup_fraction(epochs_done / warmup_epochs, size)
 
 
 class EpochRecorder:

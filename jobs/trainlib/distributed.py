@@ -1,6 +1,7 @@
 """Horovod setup in the canonical order, and the few collectives the programs need.
 
-1. `init_horovod()`: `hvd.init()`, then pin one GPU per process by local rank with memory growth (no-op on CPU).
+1. `init_horovod()`: `hvd.init()`, then pin one GPU per process by local rank with memory growth (no-op on CPU);
+   `start_rank(seed)` adds this rank's logging and seed.
 2. `scaled_learning_rate(base, size)`: the effective batch grows with the number of ranks, so does the learning rate.
 3. `distributed_optimizer(optimizer)`: gradients are averaged over ranks with allreduce. Horovod 0.28 supports
    TF 2.15's *legacy* Keras optimizers only (`tf.keras.optimizers.legacy.*`); pass one of those.
@@ -19,6 +20,8 @@ import horovod.tensorflow.keras as hvd
 import numpy as np
 import numpy.typing as npt
 import tensorflow as tf
+
+from trainlib.cli import setup_logging
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,16 @@ def init_horovod() -> WorkerContext:
     hvd.init()
     pin_gpu(hvd.local_rank())
     return WorkerContext(rank=hvd.rank(), size=hvd.size(), local_rank=hvd.local_rank())
+
+
+def start_rank(seed: int | None) -> WorkerContext:
+    """A Horovod program's first step: `init_horovod()`, this rank's logging, and, with a seed, `seed + rank` as
+    TensorFlow's, NumPy's and Python's seed (every rank shuffles and drops out differently, reproducibly)."""
+    context = init_horovod()
+    setup_logging(context.rank)
+    if seed is not None:
+        tf.keras.utils.set_random_seed(seed + context.rank)
+    return context
 
 
 def scaled_learning_rate(base: float, size: int) -> float:

@@ -10,7 +10,7 @@ import json
 import os
 from collections.abc import Mapping
 
-from trainlib.checkpoints import finite_metrics
+from trainlib.metrics import finite_metrics
 from trainlib.plots import plot_history
 
 

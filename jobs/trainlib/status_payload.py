@@ -6,9 +6,10 @@ The operator owns every other status field; a training program only ever sets th
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from datetime import datetime, timezone
+
+from trainlib.metrics import finite_metrics
 
 
 def rfc3339(moment: datetime) -> str:
@@ -24,16 +25,8 @@ def build_status_patch(*, epoch: int, epochs: int, step: int, metrics: Mapping[s
     (NaN, inf, strings) are left out: JSON and the CRD schema take finite floats only. The checkpoint block is included
     only when a checkpoint is known.
     """
-    clean: dict[str, float] = {}
-    for name, value in metrics.items():
-        try:
-            number = float(value)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            continue
-        if math.isfinite(number):
-            clean[str(name)] = number
     status: dict[str, object] = {
-        "progress": {"epoch": int(epoch), "epochs": int(epochs), "step": int(step), "metrics": clean,
+        "progress": {"epoch": int(epoch), "epochs": int(epochs), "step": int(step), "metrics": finite_metrics(metrics),
                      "updatedAt": rfc3339(updated_at)},
     }
     if checkpoint_path is not None and checkpoint_epoch is not None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from trainlib.custom_loop import warmup_fraction
+
 LEARNING_RATE_CLIP = 1e-5  # the learning rate never decays below this
 BN_INIT_DECAY = 0.5  # batch-norm momentum starts at 1 - 0.5
 BN_DECAY_DECAY_RATE = 0.5
@@ -40,8 +42,7 @@ def warmup_factor(step: tf.Tensor, size: int, warmup_steps: int) -> tf.Tensor:
     """Horovod's warm-up as a factor: from 1/size at step 0 linearly to 1 at `warmup_steps`, then 1 (float32)."""
     if warmup_steps <= 0 or size <= 1:
         return tf.constant(1.0)
-    progress = tf.minimum(tf.cast(step, tf.float32) / float(warmup_steps), 1.0)
-    return (progress * (size - 1) + 1.0) / size
+    return warmup_fraction(tf.minimum(tf.cast(step, tf.float32) / float(warmup_steps), 1.0), size)
 
 
 @tf.keras.utils.register_keras_serializable(package="ucluster")

@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from trainlib import distributed
-from trainlib.cli import resolve_checkpoint_dir, setup_logging
+from trainlib.cli import resolve_checkpoint_dir
 from trainlib.custom_loop import EpochRecorder
 from trainlib.distributed import WorkerContext
 from trainlib.errors import TrainingInputError
@@ -118,10 +118,7 @@ def evaluate(steps: UClusterSteps, test: RankInput, with_clusters: bool, alpha: 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    context = distributed.init_horovod()
-    setup_logging(context.rank)
-    if args.seed is not None:
-        tf.keras.utils.set_random_seed(args.seed + context.rank)
+    context = distributed.start_rank(args.seed)
     config = model_config(args)
     inputs = load_inputs(args, context)
     checkpoint_dir = resolve_checkpoint_dir(args.checkpoint_dir, "ucluster")

@@ -7,6 +7,7 @@ Every test module here sets `pytestmark = pytest.mark.jobs`. Data sets are small
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 HOROVODRUN = os.path.join(os.path.dirname(sys.executable), "horovodrun")
+RANK0_LINE = re.compile(r"^\[(\d+,)?0\]<std(out|err)>:")  # horovodrun's prefix: [rank] (Gloo), [job,rank] (MPI)
 
 
 def job_environment() -> dict[str, str]:
@@ -58,6 +60,18 @@ def run_checked(command: Sequence[str], cwd: Path, timeout: int = 300,
     return done
 
 
+def start_job(command: Sequence[str], cwd: Path, log: Path) -> subprocess.Popen:
+    """Start the job in its own session (so `kill_when` can kill it whole), writing its output to `log`."""
+    with open(log, "w") as handle:  # the job keeps its own copy of the file descriptor
+        return subprocess.Popen(list(command), cwd=cwd, env=job_environment(), stdout=handle,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def is_rank0_line(line: str) -> bool:
+    """Whether horovodrun tagged this output line as rank 0's."""
+    return RANK0_LINE.match(line) is not None
+
+
 def processes_mentioning(marker: str) -> list[int]:
     """PIDs whose command line contains `marker` (a unique path of this test), excluding this process."""
     found = []
@@ -73,13 +87,19 @@ def processes_mentioning(marker: str) -> list[int]:
     return found
 
 
-def kill_when(process: subprocess.Popen, ready: Callable[[], bool], marker: str, timeout: float = 240) -> None:
-    """SIGKILL the started job (its process group, then any rank still naming `marker`) once `ready()` holds."""
+def kill_when(process: subprocess.Popen, ready: Callable[[], bool], marker: str, timeout: float = 240,
+              log: Path | None = None, interval: float = 0.2) -> None:
+    """SIGKILL the started job (its process group, then any rank still naming `marker`) once `ready()` holds.
+
+    `ready()` is polled every `interval` seconds (shorter for jobs whose epochs take well under a second). `log`: the
+    file the job writes its output to, whose tail is shown if the job ends before the kill point.
+    """
     deadline = time.monotonic() + timeout
     while not ready():
-        assert process.poll() is None, f"job ended (exit {process.returncode}) before the kill point"
+        assert process.poll() is None, (f"job ended (exit {process.returncode}) before the kill point\n"
+                                        f"{log.read_text()[-4000:] if log else ''}")
         assert time.monotonic() < deadline, "kill point not reached in time"
-        time.sleep(0.2)
+        time.sleep(interval)
     os.killpg(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
     for _ in range(100):
@@ -101,12 +121,15 @@ class JobRunner:
     environment = staticmethod(job_environment)
     horovodrun_command = staticmethod(horovodrun_command)
     run_checked = staticmethod(run_checked)
+    start_job = staticmethod(start_job)
     kill_when = staticmethod(kill_when)
+    is_rank0_line = staticmethod(is_rank0_line)
 
 
 @pytest.fixture(scope="session")
 def jobs() -> JobRunner:
-    """`jobs.horovodrun_command(...)`, `jobs.run_checked(...)`, `jobs.kill_when(...)`, `jobs.environment()`."""
+    """`jobs.horovodrun_command(...)`, `jobs.run_checked(...)`, `jobs.start_job(...)`, `jobs.kill_when(...)`,
+    `jobs.environment()`, `jobs.is_rank0_line(line)`."""
     return JobRunner()
 
 

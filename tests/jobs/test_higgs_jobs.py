@@ -5,12 +5,9 @@ input is one error line."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import h5py
@@ -22,36 +19,20 @@ from trainlib.checkpoints import CheckpointManager, state_digest
 
 pytestmark = pytest.mark.jobs
 
-RANK0_LINE = re.compile(r"^\[(\d+,)?0\]<std(out|err)>:")  # horovodrun's prefix: [rank] (Gloo), [job,rank] (MPI)
-
-HOROVODRUN = os.path.join(os.path.dirname(sys.executable), "horovodrun")
 SMALL_NETWORK = ["--hidden-units", "64", "--seed", "2"]
 
 
-def environment() -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("KUBETRAIN_")}
-    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", PYTHONUNBUFFERED="1")
-    return env
-
-
-def horovodrun(controller: str, *args: str) -> list[str]:
-    return [HOROVODRUN, "-np", "2", controller, sys.executable, "-m", "higgs", *args]
-
-
-def run(command: list[str], cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
-    done = subprocess.run(command, cwd=cwd, env=environment(), capture_output=True, text=True, timeout=timeout)
-    tail = f"stdout:\n{done.stdout[-4000:]}\nstderr:\n{done.stderr[-4000:]}"
-    assert done.returncode == 0, f"exit {done.returncode}\n{tail}"
-    return done
+def higgs(*args: str) -> list[str]:
+    return ["-m", "higgs", *args]
 
 
 @pytest.fixture(scope="module")
-def events(tmp_path_factory) -> Path:
+def events(jobs, tmp_path_factory) -> Path:
     """A synthetic training.csv in the challenge format, converted by the program's own converter."""
     folder = tmp_path_factory.mktemp("higgs")
     for command in (["higgs.synthetic", str(folder / "training.csv"), "--events", "6000", "--seed", "7"],
                     ["higgs.convert", str(folder / "training.csv"), str(folder / "data")]):
-        subprocess.run([sys.executable, "-m", *command], check=True, capture_output=True, timeout=120)
+        jobs.run_checked([sys.executable, "-m", *command], folder, timeout=120)
     return folder / "data"
 
 
@@ -63,10 +44,11 @@ def constant_predictor_f1(data: Path) -> float:
     return float(f1_score(labels, np.full_like(labels, majority), average="weighted"))
 
 
-def test_allreduce_clearly_beats_a_constant_predictor_with_mpi(events, tmp_path):
+def test_allreduce_clearly_beats_a_constant_predictor_with_mpi(jobs, events, tmp_path):
     checkpoints = tmp_path / "ckpt"
-    done = run(horovodrun("--mpi", "--data-dir", str(events), "--checkpoint-dir", str(checkpoints),
-                          "--trainer", "allreduce", "--epochs", "3", *SMALL_NETWORK), tmp_path)
+    done = jobs.run_checked(jobs.horovodrun_command("mpi", higgs(
+        "--data-dir", str(events), "--checkpoint-dir", str(checkpoints), "--trainer", "allreduce", "--epochs", "3",
+        *SMALL_NETWORK)), tmp_path)
     result = json.loads((checkpoints / "result.json").read_text())
     baseline = constant_predictor_f1(events)
     assert result["trainer"] == "allreduce" and result["ranks"] == 2
@@ -76,14 +58,15 @@ def test_allreduce_clearly_beats_a_constant_predictor_with_mpi(events, tmp_path)
     assert [record["epoch"] for record in records] == [1, 2, 3]
     assert {record["rank"] for record in records} == {0} and len({record["pid"] for record in records}) == 1
     saves = [line for line in (done.stdout + done.stderr).splitlines() if "saved " in line and "ckpt-" in line]
-    assert len(saves) == 3 and all(RANK0_LINE.match(line) for line in saves)
+    assert len(saves) == 3 and all(jobs.is_rank0_line(line) for line in saves)
     assert "scaling from 2 ranks' partial sums" in done.stderr
 
 
-def test_compare_runs_each_trainer_and_charts_them_with_gloo(events, tmp_path):
+def test_compare_runs_each_trainer_and_charts_them_with_gloo(jobs, events, tmp_path):
     checkpoints = tmp_path / "ckpt"
-    done = run(horovodrun("--gloo", "--data-dir", str(events), "--checkpoint-dir", str(checkpoints), "--compare",
-                          "--epochs", "1", "--communication-window", "5", *SMALL_NETWORK), tmp_path)
+    done = jobs.run_checked(jobs.horovodrun_command("gloo", higgs(
+        "--data-dir", str(events), "--checkpoint-dir", str(checkpoints), "--compare", "--epochs", "1",
+        "--communication-window", "5", *SMALL_NETWORK)), tmp_path)
     results = json.loads((checkpoints / "compare.json").read_text())
     assert [result["trainer"] for result in results] == ["single", "allreduce", "easgd", "model-averaging"]
     assert [result["ranks"] for result in results] == [1, 2, 2, 2]
@@ -101,28 +84,21 @@ def test_compare_runs_each_trainer_and_charts_them_with_gloo(events, tmp_path):
     assert len(state["center"]) == len(state["model"])  # EASGD checkpoints its centre variable too
 
 
-def test_killed_easgd_run_resumes_at_the_next_epoch_with_rank0_weights(events, tmp_path):
+def test_killed_easgd_run_resumes_at_the_next_epoch_with_rank0_weights(jobs, events, tmp_path):
     checkpoints = tmp_path / "ckpt"
-    command = horovodrun("--gloo", "--data-dir", str(events), "--checkpoint-dir", str(checkpoints), "--trainer",
-                         "easgd", "--epochs", "6", "--batch-size", "16", *SMALL_NETWORK)
-    log = open(tmp_path / "first.log", "w")  # noqa: SIM115 - closed below
-    first = subprocess.Popen(command, cwd=tmp_path, env=environment(), stdout=log, stderr=subprocess.STDOUT,
-                             start_new_session=True)
-    deadline = time.monotonic() + 240
-    while not (checkpoints / "ckpt-000001.json").exists():
-        assert first.poll() is None, (tmp_path / "first.log").read_text()[-4000:]
-        assert time.monotonic() < deadline, "no checkpoint within 240 s"
-        time.sleep(0.05)
-    os.killpg(first.pid, signal.SIGKILL)
-    first.wait(timeout=60)
-    log.close()
+    command = jobs.horovodrun_command("gloo", higgs(
+        "--data-dir", str(events), "--checkpoint-dir", str(checkpoints), "--trainer", "easgd", "--epochs", "6",
+        "--batch-size", "16", *SMALL_NETWORK))
+    first = jobs.start_job(command, tmp_path, log=tmp_path / "first.log")
+    jobs.kill_when(first, (checkpoints / "ckpt-000001.json").exists, str(checkpoints), log=tmp_path / "first.log",
+                   interval=0.05)
 
     manager = CheckpointManager(str(checkpoints))
     latest = manager.latest()
     assert latest is not None and latest.epoch < 6, "the first run finished before it was killed"
     state, _ = manager.load(latest)
 
-    done = run(command, tmp_path)
+    done = jobs.run_checked(command, tmp_path)
     started = re.search(r"training starts at epoch (\d+) with weights digest (\w+) on all 2 ranks", done.stderr)
     assert started and int(started.group(1)) == latest.epoch + 1
     assert started.group(2) == state_digest(state["model"])
@@ -130,10 +106,10 @@ def test_killed_easgd_run_resumes_at_the_next_epoch_with_rank0_weights(events, t
     assert [record["epoch"] for record in history] == [1, 2, 3, 4, 5, 6]
 
 
-def test_missing_training_file_is_one_error_line(tmp_path):
+def test_missing_training_file_is_one_error_line(jobs, tmp_path):
     done = subprocess.run([sys.executable, "-m", "higgs", "--data-dir", str(tmp_path), "--checkpoint-dir",
-                           str(tmp_path / "ckpt")], cwd=tmp_path, env=environment(), capture_output=True, text=True,
-                          timeout=120)
+                           str(tmp_path / "ckpt")], cwd=tmp_path, env=jobs.environment(), capture_output=True,
+                          text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         f"higgs: error: {tmp_path / 'train.h5'}: file not found; convert the challenge CSV with "

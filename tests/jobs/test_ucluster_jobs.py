@@ -4,12 +4,9 @@ kill -9, and turns a mis-shaped file into one error line."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import h5py
@@ -20,42 +17,27 @@ from trainlib.checkpoints import CheckpointManager, state_digest
 
 pytestmark = pytest.mark.jobs
 
-RANK0_LINE = re.compile(r"^\[(\d+,)?0\]<std(out|err)>:")  # horovodrun's prefix: [rank] (Gloo), [job,rank] (MPI)
-
-HOROVODRUN = os.path.join(os.path.dirname(sys.executable), "horovodrun")
 TINY_NETWORK = ["--batch-size", "16", "--neighbors", "4", "--edge-widths", "4,8", "--conv-widths", "8,8,16,16",
                 "--dense-widths", "16,16", "--kmeans-samples", "200", "--seed", "3"]
 
 
-def environment() -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("KUBETRAIN_")}
-    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", PYTHONUNBUFFERED="1")
-    return env
-
-
-def horovodrun(controller: str, *args: str) -> list[str]:
-    return [HOROVODRUN, "-np", "2", controller, sys.executable, "-m", "ucluster", *args]
-
-
-def run(command: list[str], cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
-    done = subprocess.run(command, cwd=cwd, env=environment(), capture_output=True, text=True, timeout=timeout)
-    tail = f"stdout:\n{done.stdout[-4000:]}\nstderr:\n{done.stderr[-4000:]}"
-    assert done.returncode == 0, f"exit {done.returncode}\n{tail}"
-    return done
+def ucluster(*args: str) -> list[str]:
+    return ["-m", "ucluster", *args]
 
 
 @pytest.fixture(scope="module")
-def jets(tmp_path_factory) -> Path:
+def jets(jobs, tmp_path_factory) -> Path:
     data = tmp_path_factory.mktemp("jets")
-    subprocess.run([sys.executable, "-m", "ucluster.synthetic", str(data), "--train-jets", "128", "--test-jets", "48",
-                    "--files", "2"], check=True, capture_output=True, timeout=120)
+    jobs.run_checked([sys.executable, "-m", "ucluster.synthetic", str(data), "--train-jets", "128", "--test-jets",
+                      "48", "--files", "2"], data, timeout=120)
     return data
 
 
-def test_trains_two_epochs_with_gloo_and_only_rank0_checkpoints(jets, tmp_path):
+def test_trains_two_epochs_with_gloo_and_only_rank0_checkpoints(jobs, jets, tmp_path):
     checkpoints = tmp_path / "ckpt"
-    done = run(horovodrun("--gloo", "--data-dir", str(jets), "--checkpoint-dir", str(checkpoints), "--epochs", "2",
-                          "--epochs-pretrain", "1", *TINY_NETWORK), tmp_path)
+    done = jobs.run_checked(jobs.horovodrun_command("gloo", ucluster(
+        "--data-dir", str(jets), "--checkpoint-dir", str(checkpoints), "--epochs", "2", "--epochs-pretrain", "1",
+        *TINY_NETWORK)), tmp_path)
     output = done.stdout + done.stderr
 
     records = [json.loads(path.read_text()) for path in sorted(checkpoints.glob("ckpt-*.json"))]
@@ -64,7 +46,7 @@ def test_trains_two_epochs_with_gloo_and_only_rank0_checkpoints(jets, tmp_path):
     assert sorted(path.name for path in checkpoints.iterdir()) == [
         "ckpt-000001.h5", "ckpt-000001.json", "ckpt-000002.h5", "ckpt-000002.json", "history.json", "history.png"]
     saves = [line for line in output.splitlines() if "saved " in line and "ckpt-" in line]
-    assert len(saves) == 2 and all(RANK0_LINE.match(line) for line in saves)
+    assert len(saves) == 2 and all(jobs.is_rank0_line(line) for line in saves)
 
     history = json.loads((checkpoints / "history.json").read_text())["epochs"]
     assert [record["epoch"] for record in history] == [1, 2]
@@ -79,21 +61,14 @@ def test_trains_two_epochs_with_gloo_and_only_rank0_checkpoints(jets, tmp_path):
     assert "k-means on 128 embeddings" in output  # both ranks' 64 jets each, fitted once on rank 0
 
 
-def test_killed_after_a_checkpoint_resumes_at_the_next_epoch_with_rank0_weights(jets, tmp_path):
+def test_killed_after_a_checkpoint_resumes_at_the_next_epoch_with_rank0_weights(jobs, jets, tmp_path):
     checkpoints = tmp_path / "ckpt"
-    command = horovodrun("--mpi", "--data-dir", str(jets), "--checkpoint-dir", str(checkpoints), "--epochs", "3",
-                         "--epochs-pretrain", "1", *TINY_NETWORK)
-    log = open(tmp_path / "first.log", "w")  # noqa: SIM115 - closed below
-    first = subprocess.Popen(command, cwd=tmp_path, env=environment(), stdout=log, stderr=subprocess.STDOUT,
-                             start_new_session=True)
-    deadline = time.monotonic() + 240
-    while not (checkpoints / "ckpt-000001.json").exists():
-        assert first.poll() is None, (tmp_path / "first.log").read_text()[-4000:]
-        assert time.monotonic() < deadline, "no checkpoint within 240 s"
-        time.sleep(0.1)
-    os.killpg(first.pid, signal.SIGKILL)
-    first.wait(timeout=60)
-    log.close()
+    command = jobs.horovodrun_command("mpi", ucluster(
+        "--data-dir", str(jets), "--checkpoint-dir", str(checkpoints), "--epochs", "3", "--epochs-pretrain", "1",
+        *TINY_NETWORK))
+    first = jobs.start_job(command, tmp_path, log=tmp_path / "first.log")
+    jobs.kill_when(first, (checkpoints / "ckpt-000001.json").exists, str(checkpoints), log=tmp_path / "first.log",
+                   interval=0.1)
 
     manager = CheckpointManager(str(checkpoints))
     latest = manager.latest()
@@ -101,7 +76,7 @@ def test_killed_after_a_checkpoint_resumes_at_the_next_epoch_with_rank0_weights(
     state, _ = manager.load(latest)
     saved_digest = state_digest(state["model"])
 
-    done = run(command, tmp_path)
+    done = jobs.run_checked(command, tmp_path)
     output = done.stdout + done.stderr
     assert f"restored {latest.path} (epoch {latest.epoch}" in output
     started = re.search(r"training starts at epoch (\d+) with weights digest (\w+) on all 2 ranks", output)
@@ -112,7 +87,7 @@ def test_killed_after_a_checkpoint_resumes_at_the_next_epoch_with_rank0_weights(
     assert manager.latest().epoch == 3
 
 
-def test_mis_shaped_file_is_one_error_line(tmp_path):
+def test_mis_shaped_file_is_one_error_line(jobs, tmp_path):
     with h5py.File(tmp_path / "jets.h5", "w") as handle:
         handle["data"] = np.zeros((10, 50, 8), np.float32)
         handle["pid"] = np.zeros(10, np.int32)
@@ -120,8 +95,8 @@ def test_mis_shaped_file_is_one_error_line(tmp_path):
     for name in ("train_files.txt", "test_files.txt"):
         (tmp_path / name).write_text("jets.h5\n")
     done = subprocess.run([sys.executable, "-m", "ucluster", "--data-dir", str(tmp_path), "--checkpoint-dir",
-                           str(tmp_path / "ckpt")], cwd=tmp_path, env=environment(), capture_output=True, text=True,
-                          timeout=120)
+                           str(tmp_path / "ckpt")], cwd=tmp_path, env=jobs.environment(), capture_output=True,
+                          text=True, timeout=120)
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr

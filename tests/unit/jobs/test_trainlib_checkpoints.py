@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from trainlib.checkpoints import CheckpointManager, finite_metrics, state_digest
+from trainlib.checkpoints import CheckpointManager, state_digest
 
 
 def state_for(epoch: int, size: int = 10) -> dict[str, list[np.ndarray]]:
@@ -109,11 +109,6 @@ def test_digest_changes_with_any_value():
     changed[1][2] = np.nextafter(np.float32(1), np.float32(2))
     assert state_digest(arrays) == state_digest([a.copy() for a in arrays])
     assert state_digest(arrays) != state_digest(changed)
-
-
-def test_finite_metrics_keeps_plain_finite_numbers():
-    assert finite_metrics({"a": 1, "b": np.float64(2.5), "c": float("inf"), "d": "text", "e": None}) == {
-        "a": 1.0, "b": 2.5}
 
 
 def test_keep_must_be_positive(tmp_path):
