@@ -21,7 +21,7 @@ if str(CONTROLPLANE_TESTS) not in sys.path:  # cluster.py and operator_harness.p
     sys.path.insert(0, str(CONTROLPLANE_TESTS))
 
 from cluster import ControlPlane, binary_dir, free_port, wait_until  # noqa: E402
-from operator_harness import REPO, install_crd, training  # noqa: E402
+from operator_harness import CRD, REPO, training  # noqa: E402
 
 from .prometheus import Sample, parse  # noqa: E402
 
@@ -31,6 +31,20 @@ __all__ = ["ControlPlane", "binary_dir", "free_port", "install_crd", "training",
 OPERATOR_NAMESPACE = "kubetrain-bench"
 OPERATOR_ACCOUNT = "kubetrain-operator"
 OPERATOR_FLOW_SCHEMA = "service-accounts"
+
+
+def install_crd(plane: ControlPlane) -> None:
+    """Apply the chart's CRD and wait until it is Established and served (polling: `kubectl wait` fails outright
+    when it reads the CRD before the API server has written any condition)."""
+    plane.kubectl("apply", f"--filename={CRD}")
+
+    def established() -> bool:
+        conditions = (plane.get("crd", "distributedtrainings.kubetrain.dev").get("status") or {}).get("conditions")
+        return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions or [])
+
+    wait_until(established, message="the DistributedTraining CRD to be Established")
+    wait_until(lambda: "distributedtrainings" in plane.kubectl("api-resources", "--api-group=kubetrain.dev"),
+               message="the DistributedTraining API to be served")
 
 
 def operator_kubeconfig(plane: ControlPlane, path: Path) -> Path:

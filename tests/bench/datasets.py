@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+
 from trainlib.hdf5_writer import HDF5Writer
 
 IMAGE_SHAPE = (32, 32, 3)

@@ -63,7 +63,7 @@ SIZES = {
                    feed_rows=4096, feed_steps=20, feed_repeats=2, read_rows=12_000, read_repeats=2,
                    memory_rows=8192),
     "full": Sizes(operator_jobs=(1, 10, 50), operator_single_repeats=5, operator_nodes=3,
-                  horovod_rounds=3, horovod_steps=60, horovod_windows=3, horovod_warmup=10,
+                  horovod_rounds=3, horovod_steps=60, horovod_windows=6, horovod_warmup=10,
                   fusion_settings=(FusionSetting(64 * MIB, 1.0), FusionSetting(64 * MIB, 5.0),
                                    FusionSetting(1 * MIB, 1.0)),
                   feed_rows=16_384, feed_steps=50, feed_repeats=3, read_rows=100_000, read_repeats=3,
@@ -91,7 +91,13 @@ def environment(size: str) -> dict[str, str]:
         "versions": f"python {platform.python_version()}, tensorflow-cpu {_version('tensorflow-cpu')}, "
                     f"horovod {_version('horovod')}, kopf {_version('kopf')}",
         "commit": commit or "unknown",
+        "load average at start": load_average(),
     }
+
+
+def load_average() -> str:
+    """1, 5 and 15 minute load averages: how busy the shared cores were (2 cores: above 2 means waiting)."""
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def run_benchmarks(selected: Sequence[str], sizes: Sizes, workdir: Path,
@@ -165,6 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     rows, errors = run_benchmarks(selected, SIZES[args.size], workdir, lambda line: print(line, flush=True))
     meta["seconds"] = f"{time.monotonic() - started:.0f}"
+    meta["load average at end"] = load_average()
     if errors:
         meta["errors"] = " | ".join(errors)
     json_path, markdown_path = write_results(args.results, rows, meta)

@@ -24,9 +24,10 @@ def test_training_step_is_three_passes_except_the_first_input_gradient() -> None
 
 
 def test_cifar_mixup_cnn_counts_match_hand_count_and_tf_profiler() -> None:
-    tf = pytest.importorskip("tensorflow")
-    from cifar_mixup.model import build_cnn
+    import tensorflow as tf
     from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+    from cifar_mixup.model import build_cnn
 
     model = build_cnn((32, 32, 3), 10)
     layers = keras_layer_macs(model.layers)

@@ -16,8 +16,9 @@ EXPECTED = [
     "create -> all children, 1 job", "create -> all children, 5 jobs",
     "create -> launcher Job, workers Ready in kwok, 1 job", "create -> launcher Job, workers Ready in kwok, 5 jobs",
     "operator API requests per job, 1 job", "operator API requests per job, 5 jobs",
-    "(a) plain Keras", "(b) Horovod np=1", "(c) Horovod np=2", "(c)/(a) images/s", "allreduce / step time",
-    "HDF5 pipeline vs in-memory tensors", "contiguous block vs strided",
+    "(a) plain Keras", "(b) Horovod np=1", "(c) Horovod np=2", "(c)/(a) images/s", "(c)/(a) images per CPU second",
+    "allreduce / step time", "HDF5 pipeline vs in-memory tensors, training steps/s",
+    "HDF5 pipeline vs in-memory tensors, steps per CPU second", "contiguous block vs strided",
     "peak RSS per rank, 10x data, trainlib pipeline", "peak RSS per rank, 10x data, control",
     "training FLOPs per image", "fraction of peak, (a)", "fraction of peak, (c)",
 ]

@@ -26,6 +26,7 @@ def compiled_cnn(size: int = 1, horovod: bool = False) -> Any:
     """cifar_mixup's CNN compiled like `cifar_mixup.run.train`: legacy Adadelta (wrapped by Horovod when asked),
     categorical cross-entropy, accuracy."""
     import tensorflow as tf
+
     from cifar_mixup.model import build_cnn
 
     optimizer = tf.keras.optimizers.legacy.Adadelta(learning_rate=LEARNING_RATE * size)
@@ -39,16 +40,20 @@ def compiled_cnn(size: int = 1, horovod: bool = False) -> Any:
 
 
 def step_timer() -> Any:
-    """A Keras callback whose `times` lists the end of every training step (perf_counter seconds)."""
+    """A Keras callback recording the end of every training step: `times` in wall-clock seconds (perf_counter) and
+    `cpu_times` in this process's CPU seconds (every thread: TensorFlow's pools, tf.data, Horovod's background
+    thread). CPU seconds per step barely move when other programs share the cores, wall-clock seconds do."""
     import tensorflow as tf
 
     class StepTimer(tf.keras.callbacks.Callback):
         def __init__(self) -> None:
             super().__init__()
             self.times: list[float] = []
+            self.cpu_times: list[float] = []
 
         def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
             self.times.append(time.perf_counter())
+            self.cpu_times.append(time.process_time())
 
     return StepTimer()
 

@@ -10,9 +10,9 @@ import argparse
 import time
 
 import h5py
-from trainlib.hdf5_files import ArraySpec, inspect_file, iter_block_chunks
-
 from tests.bench.workers.common import write_result
+
+from trainlib.hdf5_files import ArraySpec, inspect_file, iter_block_chunks
 
 DATASET = "images"
 

@@ -32,6 +32,7 @@ def main() -> int:
     limit_threads(args.threads)
     import h5py
     import tensorflow as tf
+
     from cifar_mixup.data import FIX, IMAGES, LABELS, SPECS
     from cifar_mixup.run import make_preprocess
     from trainlib.hdf5_files import rank_block, validate_files

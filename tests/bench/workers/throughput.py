@@ -3,7 +3,7 @@
     python -m tests.bench.workers.throughput --threads 2 --out result/            # plain Keras
     horovodrun -np 2 python -m tests.bench.workers.throughput --horovod --threads 1 --out result/
 
-Each rank writes `<out>/rank<r>.json`: step-end times of the timed steps, per-window images/s, and with --horovod
+Each rank writes `<out>/rank<r>.json`: wall-clock and CPU step-end times of the timed steps, and with --horovod
 the time of one allreduce of every gradient (the tensors DistributedOptimizer averages each step), timed on its own;
 without, the model's FLOPs per example.
 """
@@ -52,7 +52,6 @@ def count_flops(model) -> dict[str, float]:  # noqa: ANN001 - a Keras model
     the frozen inference graph as a cross-check of the analytic one."""
     import tensorflow as tf
     from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
-
     from tests.bench.flops import forward_flops, keras_layer_macs, training_flops
 
     layers = keras_layer_macs(model.layers)
@@ -96,6 +95,7 @@ def main() -> int:
               epochs=1, callbacks=[*callbacks, timer], verbose=0)
     result = {"rank": rank, "size": size, "threads": args.threads, "batch_size": args.batch_size,
               "windows": args.windows, "times": timer.times[args.warmup_steps - 1:],
+              "cpu_times": timer.cpu_times[args.warmup_steps - 1:],
               "fusion_threshold": os.environ.get("HOROVOD_FUSION_THRESHOLD"),
               "cycle_time_ms": os.environ.get("HOROVOD_CYCLE_TIME")}
     if args.horovod:
