@@ -21,3 +21,4 @@ unit: setup
 
 lint: setup
 	$(VENV)/bin/ruff check operator jobs tests
+	$(VENV)/bin/mypy -p kubetrain -p trainlib -p cifar_mixup -p mnist -p ucluster -p higgs
