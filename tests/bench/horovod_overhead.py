@@ -47,6 +47,7 @@ class Throughput:
 
     plain_images_per_second: float
     horovod_images_per_second: float
+    plain_images_per_cpu_second: float
     training_flops_per_image: float
     forward_flops_per_image: float
     profiler_forward_flops_per_image: float
@@ -131,6 +132,7 @@ def measure(workdir: Path, rounds: int, steps: int, windows: int, warmup: int,
             extra={"allreduce_seconds": allreduce[best.key]}),
     ]
     throughput = Throughput(plain_images_per_second=plain, horovod_images_per_second=pair,
+                            plain_images_per_cpu_second=cpu["a"],
                             training_flops_per_image=flops["training_flops_per_example"],
                             forward_flops_per_image=flops["forward_flops_per_example"],
                             profiler_forward_flops_per_image=flops["profiler_forward_flops_per_example"])

@@ -16,10 +16,13 @@ CPUINFO = Path("/proc/cpuinfo")
 
 def rows(throughput: Throughput, fma_units: int = DEFAULT_FMA_UNITS) -> list[Row]:
     cpu = parse_cpuinfo(CPUINFO.read_text())
-    machine = peak(cpu, cores=usable_cores(), fma_units=fma_units)
+    cores = usable_cores()
+    machine = peak(cpu, cores=cores, fma_units=fma_units)
     per_image = throughput.training_flops_per_image
     plain = per_image * throughput.plain_images_per_second
     horovod = per_image * throughput.horovod_images_per_second
+    per_cpu_second = per_image * throughput.plain_images_per_cpu_second
+    core_peak = machine.flops_per_second / cores
     cross_check = ratio(throughput.profiler_forward_flops_per_image, throughput.forward_flops_per_image)
     return [
         Row(SECTION, "training FLOPs per image, cifar_mixup CNN (32x32x3)", per_image / 1e6, "MFLOP",
@@ -34,4 +37,8 @@ def rows(throughput: Throughput, fma_units: int = DEFAULT_FMA_UNITS) -> list[Row
         Row(SECTION, "fraction of peak, (c) Horovod np=2", ratio(horovod, machine.flops_per_second), "x",
             detail=f"{horovod / 1e9:.1f} of {machine.flops_per_second / 1e9:.0f} GFLOP/s",
             extra={"achieved_flops": horovod}),
+        Row(SECTION, "fraction of one core's peak per CPU second, (a)", ratio(per_cpu_second, core_peak), "x",
+            detail=f"{per_cpu_second / 1e9:.1f} GFLOP per CPU second of {core_peak / 1e9:.0f} GFLOP/s per core: "
+                   "the efficiency of the cycles the process did get, whatever else ran on the cores",
+            extra={"flops_per_cpu_second": per_cpu_second, "core_peak_flops": core_peak}),
     ]

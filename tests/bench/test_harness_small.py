@@ -20,7 +20,7 @@ EXPECTED = [
     "allreduce / step time", "HDF5 pipeline vs in-memory tensors, training steps/s",
     "HDF5 pipeline vs in-memory tensors, steps per CPU second", "contiguous block vs strided",
     "peak RSS per rank, 10x data, trainlib pipeline", "peak RSS per rank, 10x data, control",
-    "training FLOPs per image", "fraction of peak, (a)", "fraction of peak, (c)",
+    "training FLOPs per image", "fraction of peak, (a)", "fraction of peak, (c)", "fraction of one core's peak",
 ]
 
 
