@@ -7,6 +7,7 @@ the ones CEL cannot express. Every default lives here and nowhere else.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -31,6 +32,11 @@ MAX_WORKERS = 1000
 MAX_NAME_LENGTH = 63 - len("-worker-") - len(str(MAX_WORKERS - 1))
 RESERVED_ENV_PREFIX = "KUBETRAIN_"
 
+# Paths kubetrain mounts into every pod itself (see kubetrain.build.names and .pods): volumes may not land on them.
+RESERVED_MOUNT_PATHS = ("/etc/kubetrain", "/home/kubetrain", "/tmp", "/dev/shm")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
@@ -173,7 +179,7 @@ def parse_spec(spec: Any) -> JobSpec:
         wait_for_workers_seconds=wait,
         run_policy=_parse_run_policy(_mapping(spec.get("runPolicy"), "spec.runPolicy")),
         scheduling=_parse_scheduling(_mapping(spec.get("scheduling"), "spec.scheduling")),
-        pod_template=_mapping(spec.get("podTemplate"), "spec.podTemplate"),
+        pod_template=_parse_pod_template(spec.get("podTemplate")),
         image_pull_policy=pull_policy,
     )
 
@@ -193,12 +199,20 @@ def _parse_volume(raw: Any, path: str, default_mount: str, default_read_only: bo
     if claim is not None and (not isinstance(claim, str) or not claim):
         raise SpecError(f"{path}.claimName", "must be the name of a PersistentVolumeClaim in the job's namespace")
     mount = raw.get("mountPath", default_mount)
-    if not isinstance(mount, str) or not mount.startswith("/") or mount == "/":
+    normal = posixpath.normpath(mount) if isinstance(mount, str) else ""
+    if not isinstance(mount, str) or not mount.startswith("/") or normal in ("/", "//"):
         raise SpecError(f"{path}.mountPath", f"must be an absolute path other than /, got {mount!r}")
+    for reserved in RESERVED_MOUNT_PATHS:
+        if normal == reserved or normal.startswith(reserved + "/"):
+            raise SpecError(
+                f"{path}.mountPath",
+                f"{mount!r} is where kubetrain mounts its own files ({reserved}); "
+                "choose another path, e.g. /data or /checkpoints",
+            )
     read_only = raw.get("readOnly", default_read_only)
     if not isinstance(read_only, bool):
         raise SpecError(f"{path}.readOnly", "must be true or false")
-    return Volume(claim_name=claim, mount_path=mount.rstrip("/"), read_only=read_only)
+    return Volume(claim_name=claim, mount_path=normal, read_only=read_only)
 
 
 def _parse_env(raw: Any) -> tuple[Mapping[str, Any], ...]:
@@ -247,9 +261,7 @@ def _parse_run_policy(raw: Mapping[str, Any]) -> RunPolicy:
 
 
 def _parse_scheduling(raw: Mapping[str, Any]) -> Scheduling:
-    selector = _mapping(raw.get("nodeSelector"), "spec.scheduling.nodeSelector")
-    if not all(isinstance(v, str) for v in selector.values()):
-        raise SpecError("spec.scheduling.nodeSelector", "values must be strings")
+    selector = _labels(raw.get("nodeSelector"), "spec.scheduling.nodeSelector")
     tolerations = raw.get("tolerations") or []
     if not isinstance(tolerations, list) or not all(isinstance(t, Mapping) for t in tolerations):
         raise SpecError("spec.scheduling.tolerations", "must be a list of Kubernetes tolerations")
@@ -257,6 +269,49 @@ def _parse_scheduling(raw: Mapping[str, Any]) -> Scheduling:
     if priority is not None and not isinstance(priority, str):
         raise SpecError("spec.scheduling.priorityClassName", "must be a string")
     return Scheduling(dict(selector), tuple(dict(t) for t in tolerations), priority)
+
+
+def _parse_pod_template(raw: Any) -> Mapping[str, Any]:
+    template = _mapping(raw, "spec.podTemplate")
+    metadata = _mapping(template.get("metadata"), "spec.podTemplate.metadata")
+    _labels(metadata.get("labels"), "spec.podTemplate.metadata.labels")
+    annotations = _mapping(metadata.get("annotations"), "spec.podTemplate.metadata.annotations")
+    for key, value in annotations.items():
+        if not _label_key_ok(key) or not isinstance(value, str):
+            raise SpecError(
+                f"spec.podTemplate.metadata.annotations[{key!r}]",
+                "needs a valid key ([prefix/]name) and a string value",
+            )
+    _mapping(template.get("spec"), "spec.podTemplate.spec")
+    return template
+
+
+def _labels(raw: Any, path: str) -> dict[str, str]:
+    """Kubernetes label rules: [prefix/]name keys, values of at most 63 characters of [A-Za-z0-9-_.]."""
+    labels = _mapping(raw, path)
+    for key, value in labels.items():
+        if not _label_key_ok(key):
+            raise SpecError(
+                f"{path}[{key!r}]",
+                "is not a valid label key ([DNS-subdomain prefix/]name, name at most "
+                "63 characters of letters, digits, '-', '_' and '.')",
+            )
+        if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
+            raise SpecError(
+                f"{path}[{key!r}]",
+                f"value {value!r} is not a valid label value (at most 63 characters "
+                "of letters, digits, '-', '_' and '.', starting and ending with a letter or digit)",
+            )
+    return dict(labels)
+
+
+def _label_key_ok(key: Any) -> bool:
+    if not isinstance(key, str):
+        return False
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        return False
+    return len(name) <= 63 and bool(_LABEL_NAME.match(name))
 
 
 def _mapping(value: Any, path: str, required: bool = False) -> Mapping[str, Any]:
