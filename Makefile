@@ -12,7 +12,7 @@ setup:
 demo: setup
 	$(PY) -m cifar_mixup.demo --out $(RUNS)
 
-test: setup
+test: lint
 	tests/controlplane/build.sh
 	$(PY) -m pytest -q tests -p no:cacheprovider
 
