@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 RUNS ?= runs/demo
 
-.PHONY: setup demo test unit lint controlplane
+.PHONY: setup demo test unit lint
 
 setup:
 	.ci/setup
