@@ -4,6 +4,7 @@ of a namespace's kubetrain objects, and the duplicate/orphan accounting over the
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -44,7 +45,9 @@ class MeteredOperator(OperatorProcess):
         self.metrics_port = free_port()
 
     def start(self) -> MeteredOperator:
-        command = [sys.executable, "-m", "kopf", "run", "--standalone", "--namespace", self.namespace,
+        # the interpreter this test runs in, resolved: the operator keeps the same environment even if the .venv
+        # link is pointed elsewhere while the suite runs
+        command = [os.path.realpath(sys.executable), "-m", "kopf", "run", "--standalone", "--namespace", self.namespace,
                    "-m", "kubetrain.reconcile"]
         env = {**self.plane.env(), "PYTHONUNBUFFERED": "1", "KUBETRAIN_METRICS_PORT": str(self.metrics_port)}
         log = self.log_path.open("ab")

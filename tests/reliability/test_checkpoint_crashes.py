@@ -34,9 +34,10 @@ class Run:
     def __init__(self, checkpoint_dir: Path) -> None:
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
         env = {k: v for k, v in env.items() if not k.startswith("KUBETRAIN_")}
-        self.process = subprocess.Popen([sys.executable, str(TRAINER), "--checkpoint-dir", str(checkpoint_dir),
-                                         "--epochs", str(EPOCHS)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                        text=True, env=env, start_new_session=True)
+        command = [os.path.realpath(sys.executable), str(TRAINER), "--checkpoint-dir", str(checkpoint_dir),
+                   "--epochs", str(EPOCHS)]
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                                        start_new_session=True)
         self.lines: list[str] = []
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
