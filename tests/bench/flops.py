@@ -51,8 +51,13 @@ def training_flops(layers: Sequence[LayerMacs]) -> int:
     return 3 * forward - 2 * layers[0].macs
 
 
-def _shape(value: Any) -> tuple[int | None, ...]:
-    return tuple(None if d is None else int(d) for d in value)
+def _shape(value: Any, layer: Any) -> tuple[int, ...]:
+    """A layer's shape without the batch dimension; every other dimension must be known to count FLOPs."""
+    dims = tuple(value)[1:]
+    if any(d is None for d in dims):
+        raise ValueError(f"layer {layer.name} has an unknown dimension in {tuple(value)}; build the model with a "
+                         "fixed input shape")
+    return tuple(int(d) for d in dims)
 
 
 def keras_layer_macs(layers: Iterable[Any]) -> list[LayerMacs]:
@@ -61,16 +66,16 @@ def keras_layer_macs(layers: Iterable[Any]) -> list[LayerMacs]:
     for layer in layers:
         kind = type(layer).__name__
         if kind == "Conv2D":
-            _, height, width, channels = _shape(layer.output_shape)
-            input_channels = _shape(layer.input_shape)[-1]
+            height, width, channels = _shape(layer.output_shape, layer)
+            input_channels = _shape(layer.input_shape, layer)[-1]
             kernel_height, kernel_width = layer.kernel_size
             found.append(LayerMacs(layer.name, conv2d_macs(height, width, kernel_height, kernel_width,
                                                            input_channels, channels, getattr(layer, "groups", 1))))
         elif kind == "Dense":
-            input_shape = _shape(layer.input_shape)
+            input_shape = _shape(layer.input_shape, layer)
             positions = 1
-            for dimension in input_shape[1:-1]:
-                positions *= dimension or 1
+            for dimension in input_shape[:-1]:
+                positions *= dimension
             found.append(LayerMacs(layer.name, dense_macs(input_shape[-1], layer.units, positions)))
         elif kind not in ELEMENTWISE_LAYERS and layer.weights:
             raise ValueError(f"layer {layer.name} ({kind}) has weights but no FLOP rule; add one to {__name__}")

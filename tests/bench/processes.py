@@ -43,6 +43,11 @@ def start(worker: str, args: Sequence[str], threads: int, horovod_np: int | None
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
+def _command(process: subprocess.Popen[str]) -> str:
+    args = process.args
+    return " ".join(str(arg) for arg in args) if isinstance(args, list) else str(args)
+
+
 def finish(process: subprocess.Popen[str], timeout: float = TIMEOUT) -> str:
     """Wait for a started worker; raise BenchError with the tail of its output if it failed."""
     try:
@@ -50,10 +55,10 @@ def finish(process: subprocess.Popen[str], timeout: float = TIMEOUT) -> str:
     except subprocess.TimeoutExpired:
         process.kill()
         output, _ = process.communicate()
-        raise BenchError(f"{' '.join(map(str, process.args))} did not finish in {timeout:.0f}s:\n{output[-3000:]}") \
+        raise BenchError(f"{_command(process)} did not finish in {timeout:.0f}s:\n{output[-3000:]}") \
             from None
     if process.returncode != 0:
-        raise BenchError(f"{' '.join(map(str, process.args))} exited {process.returncode}:\n{output[-3000:]}")
+        raise BenchError(f"{_command(process)} exited {process.returncode}:\n{output[-3000:]}")
     return output
 
 

@@ -30,5 +30,6 @@ def test_every_fusion_setting_is_a_configuration_of_its_own() -> None:
     assert (found[0].ranks, found[0].threads) == (None, 2)
     assert (found[1].ranks, found[1].threads) == (1, 2)
     assert all((c.ranks, c.threads) == (2, 1) for c in found[2:])
+    assert found[3].fusion is not None
     assert found[3].fusion.env() == {"HOROVOD_FUSION_THRESHOLD": "1048576", "HOROVOD_CYCLE_TIME": "5"}
     assert "fusion 1 MiB, cycle 5 ms" in found[3].label
