@@ -24,7 +24,6 @@ class Observation:
     first_seen: dict[Key, float] = field(default_factory=dict)
     labels: dict[Key, Mapping[str, str]] = field(default_factory=dict)
     ready_at: dict[str, float] = field(default_factory=dict)  # worker pod name -> first seen Ready
-    phase_at: dict[tuple[str, str], float] = field(default_factory=dict)  # (training name, phase) -> first seen
 
 
 @dataclass(frozen=True)

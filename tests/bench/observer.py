@@ -1,7 +1,7 @@
 """Watch one namespace and record, as they happen, what `latency.Observation` holds.
 
-One thread per kind streams watch events (raw dicts); each object's first sighting, each worker pod's first Ready and
-each DistributedTraining phase are stamped with `time.monotonic()` on arrival.
+One thread per child kind streams watch events (raw dicts); each object's first sighting and each worker pod's first
+Ready are stamped with `time.monotonic()` on arrival.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from kubernetes.client.exceptions import ApiException
 
 from .latency import LABEL_JOB, Observation
 
-GROUP, VERSION, PLURAL = "kubetrain.dev", "v1alpha1", "distributedtrainings"
 WATCH_SECONDS = 60
 
 
@@ -41,19 +40,18 @@ def _ready(pod: dict[str, Any]) -> bool:
 
 
 class Observer:
-    """Records one namespace's children and trainings until `stop()`; read `observation` under `lock`."""
+    """Records one namespace's children until `stop()`; read `observation` under `lock`."""
 
     def __init__(self, make_client: Callable[[], client.ApiClient], namespace: str) -> None:
         self.namespace = namespace
         self.observation = Observation()
         self.lock = threading.Lock()
-        self.kinds_seen: set[str] = set()
         self._make_client = make_client
         self._stopped = threading.Event()
         self._threads: list[threading.Thread] = []
 
     def start(self) -> Observer:
-        for kind in [*_listers(self._make_client()), "DistributedTraining"]:
+        for kind in _listers(self._make_client()):
             thread = threading.Thread(target=self._watch, args=(kind,), name=f"watch-{kind}", daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -64,19 +62,12 @@ class Observer:
         self._stopped.set()
 
     def _watch(self, kind: str) -> None:
-        api = self._make_client()
-        if kind == "DistributedTraining":
-            custom = client.CustomObjectsApi(api)
-            lister: Callable[..., Any] = custom.list_namespaced_custom_object
-            args: tuple[Any, ...] = (GROUP, VERSION, self.namespace, PLURAL)
-            selector = {}
-        else:
-            lister, args, selector = _listers(api)[kind], (self.namespace,), {"label_selector": LABEL_JOB}
+        lister = _listers(self._make_client())[kind]
         version = None
         while not self._stopped.is_set():
             try:
-                stream = watch.Watch().stream(lister, *args, timeout_seconds=WATCH_SECONDS, resource_version=version,
-                                              deserialize=False, **selector)
+                stream = watch.Watch().stream(lister, self.namespace, label_selector=LABEL_JOB, deserialize=False,
+                                              timeout_seconds=WATCH_SECONDS, resource_version=version)
                 for event in stream:
                     now = time.monotonic()
                     obj = event["object"]
@@ -88,19 +79,12 @@ class Observer:
                 # KeyError) or a dropped connection: watch again from a fresh list. First sightings are kept, so
                 # re-listed objects are no news.
                 version = None
-                if not self._stopped.wait(0.2):
-                    continue
+                self._stopped.wait(0.2)
 
     def _record(self, kind: str, obj: dict[str, Any], now: float) -> None:
         meta = obj["metadata"]
         key = (kind, meta["name"])
         with self.lock:
-            self.kinds_seen.add(kind)
-            if kind == "DistributedTraining":
-                phase = (obj.get("status") or {}).get("phase")
-                if phase:
-                    self.observation.phase_at.setdefault((meta["name"], phase), now)
-                return
             self.observation.first_seen.setdefault(key, now)
             self.observation.labels.setdefault(key, dict(meta.get("labels") or {}))
             if kind == "Pod" and _ready(obj):

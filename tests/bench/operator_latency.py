@@ -31,10 +31,11 @@ from .controlplane_access import (
     wait_until,
 )
 from .latency import JobLatency, job_latency
-from .observer import GROUP, PLURAL, VERSION, Observer
+from .observer import Observer
 from .report import Row
 from .stats import percentile
 
+GROUP, VERSION, PLURAL = "kubetrain.dev", "v1alpha1", "distributedtrainings"
 SECTION = "1 operator"
 SLO_SECONDS = 1.0  # Kubernetes' API call latency SLO: 1 s p99 for mutating calls on single objects
 SETTLE_SECONDS = 2.0
