@@ -23,7 +23,13 @@ JOB_LABEL = "kubetrain.dev/job-name"
 def install_crd(plane: ControlPlane) -> None:
     """Apply the chart's CRD and wait until the API server serves it."""
     plane.kubectl("apply", f"--filename={CRD}")
-    plane.kubectl("wait", "--for=condition=Established", "crd/distributedtrainings.kubetrain.dev", "--timeout=120s")
+
+    def established() -> bool:  # polled: `kubectl wait` fails outright if no condition is written yet
+        crd = plane.get("crd", "distributedtrainings.kubetrain.dev")
+        return any(c.get("type") == "Established" and c.get("status") == "True"
+                   for c in crd.get("status", {}).get("conditions", []))
+
+    wait_until(established, message="the DistributedTraining CRD to be Established")
     wait_until(lambda: "distributedtrainings" in plane.kubectl("api-resources", "--api-group=kubetrain.dev"),
                message="the DistributedTraining API to be served")
 
