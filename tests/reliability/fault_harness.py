@@ -28,6 +28,12 @@ CHILD_KINDS = ("pods", "jobs.batch", "services", "configmaps", "secrets", "servi
                "roles.rbac.authorization.k8s.io", "rolebindings.rbac.authorization.k8s.io")
 
 
+def python() -> str:
+    """This test's own virtual environment's interpreter, with the .venv link resolved: child processes keep the
+    environment the suite started in even if the link is pointed at a rebuilt environment meanwhile."""
+    return os.path.join(os.path.realpath(sys.prefix), "bin", "python")
+
+
 def new_namespace(plane: ControlPlane, stem: str) -> str:
     """A fresh namespace for a module-scoped fixture (the caller deletes it)."""
     name = f"{stem}-{uuid.uuid4().hex[:6]}"
@@ -45,9 +51,7 @@ class MeteredOperator(OperatorProcess):
         self.metrics_port = free_port()
 
     def start(self) -> MeteredOperator:
-        # the interpreter this test runs in, resolved: the operator keeps the same environment even if the .venv
-        # link is pointed elsewhere while the suite runs
-        command = [os.path.realpath(sys.executable), "-m", "kopf", "run", "--standalone", "--namespace", self.namespace,
+        command = [python(), "-m", "kopf", "run", "--standalone", "--namespace", self.namespace,
                    "-m", "kubetrain.reconcile"]
         env = {**self.plane.env(), "PYTHONUNBUFFERED": "1", "KUBETRAIN_METRICS_PORT": str(self.metrics_port)}
         log = self.log_path.open("ab")

@@ -12,13 +12,13 @@ import random
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import h5py
 import numpy as np
+from fault_harness import python
 from figures import FIGURES
 
 from trainlib.checkpoints import CheckpointManager, state_digest
@@ -34,7 +34,7 @@ class Run:
     def __init__(self, checkpoint_dir: Path) -> None:
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
         env = {k: v for k, v in env.items() if not k.startswith("KUBETRAIN_")}
-        command = [os.path.realpath(sys.executable), str(TRAINER), "--checkpoint-dir", str(checkpoint_dir),
+        command = [python(), str(TRAINER), "--checkpoint-dir", str(checkpoint_dir),
                    "--epochs", str(EPOCHS)]
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                                         start_new_session=True)
