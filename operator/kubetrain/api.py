@@ -236,6 +236,10 @@ def _parse_env(raw: Any) -> tuple[Mapping[str, Any], ...]:
             raise SpecError(f"{where}.name", f"{name!r} is listed twice")
         if "value" in entry and not isinstance(entry["value"], str):
             raise SpecError(f"{where}.value", "must be a string (quote numbers in YAML)")
+        if "valueFrom" in entry:
+            if "value" in entry:
+                raise SpecError(f"{where}.valueFrom", "cannot be given together with value: keep one")
+            _check_value_from(entry["valueFrom"], f"{where}.valueFrom")
         seen.add(name)
     return tuple(dict(entry) for entry in raw)
 
@@ -265,10 +269,56 @@ def _parse_scheduling(raw: Mapping[str, Any]) -> Scheduling:
     tolerations = raw.get("tolerations") or []
     if not isinstance(tolerations, list) or not all(isinstance(t, Mapping) for t in tolerations):
         raise SpecError("spec.scheduling.tolerations", "must be a list of Kubernetes tolerations")
+    for index, toleration in enumerate(tolerations):
+        _check_toleration(toleration, f"spec.scheduling.tolerations[{index}]")
     priority = raw.get("priorityClassName")
     if priority is not None and not isinstance(priority, str):
         raise SpecError("spec.scheduling.priorityClassName", "must be a string")
     return Scheduling(dict(selector), tuple(dict(t) for t in tolerations), priority)
+
+
+# env valueFrom sources and the keys each one needs (Kubernetes' EnvVarSource)
+_VALUE_FROM_SOURCES = {
+    "fieldRef": ("fieldPath",),
+    "resourceFieldRef": ("resource",),
+    "configMapKeyRef": ("name", "key"),
+    "secretKeyRef": ("name", "key"),
+}
+_TOLERATION_OPERATORS = ("Equal", "Exists")
+_TOLERATION_EFFECTS = ("", "NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def _check_value_from(raw: Any, path: str) -> None:
+    source = _mapping(raw, path)
+    if len(source) != 1 or next(iter(source)) not in _VALUE_FROM_SOURCES:
+        raise SpecError(path, f"needs exactly one of {', '.join(_VALUE_FROM_SOURCES)}")
+    kind, ref = next(iter(source.items()))
+    ref = _mapping(ref, f"{path}.{kind}")
+    for key in _VALUE_FROM_SOURCES[kind]:
+        if not isinstance(ref.get(key), str) or not ref[key]:
+            raise SpecError(f"{path}.{kind}.{key}", "is required")
+
+
+def _check_toleration(toleration: Mapping[str, Any], path: str) -> None:
+    operator = toleration.get("operator", "Equal")
+    if operator not in _TOLERATION_OPERATORS:
+        raise SpecError(f"{path}.operator", f"must be Equal or Exists, got {operator!r}")
+    key = toleration.get("key", "")
+    if key and not _label_key_ok(key):
+        raise SpecError(f"{path}.key", f"{key!r} is not a valid taint key")
+    if not key and operator != "Exists":
+        raise SpecError(f"{path}.key", "may be empty only with operator Exists")
+    value = toleration.get("value", "")
+    if operator == "Exists" and value:
+        raise SpecError(f"{path}.value", "must be empty when operator is Exists")
+    if value and (not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value)):
+        raise SpecError(f"{path}.value", f"{value!r} is not a valid taint value")
+    effect = toleration.get("effect", "")
+    if effect not in _TOLERATION_EFFECTS:
+        raise SpecError(f"{path}.effect", "must be NoSchedule, PreferNoSchedule, NoExecute or empty")
+    seconds = toleration.get("tolerationSeconds")
+    if seconds is not None and (effect != "NoExecute" or isinstance(seconds, bool) or not isinstance(seconds, int)):
+        raise SpecError(f"{path}.tolerationSeconds", "is an integer, and only for effect NoExecute")
 
 
 def _parse_pod_template(raw: Any) -> Mapping[str, Any]:

@@ -11,7 +11,14 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
-from kubernetes.dynamic.exceptions import ConflictError, NotFoundError
+from kubernetes.dynamic.exceptions import (
+    BadRequestError,
+    ConflictError,
+    DynamicApiError,
+    ForbiddenError,
+    NotFoundError,
+    UnprocessibleEntityError,
+)
 
 from kubetrain.api import GROUP, KIND, PLURAL, VERSION
 from kubetrain.build.names import LABEL_JOB
@@ -33,6 +40,18 @@ CHILD_KINDS = {
 
 class ChildConflict(RuntimeError):
     """A child's name is taken by an object this job does not own."""
+
+
+class ChildRejected(RuntimeError):
+    """The API server refused a child built from the spec (invalid, or forbidden by admission): the spec's fault."""
+
+
+def _rejection(obj: Mapping[str, Any], error: DynamicApiError) -> ChildRejected | None:
+    """A permanent refusal of `obj` (400, 422, PodSecurity admission), as a message naming it; else None."""
+    summary = str(error.summary())
+    if isinstance(error, ForbiddenError) and "PodSecurity" not in summary:
+        return None  # RBAC: the operator's own permissions, not the spec
+    return ChildRejected(f"the API server refused {obj['kind']} {obj['metadata']['name']}: {summary}")
 
 
 def load_api_client() -> client.ApiClient:
@@ -86,6 +105,11 @@ class Kube:
         meta = obj["metadata"]
         try:
             resource.create(body=dict(obj), namespace=meta["namespace"])
+        except (BadRequestError, UnprocessibleEntityError, ForbiddenError) as error:
+            rejected = _rejection(obj, error)
+            if rejected is None:
+                raise
+            raise rejected from None
         except ConflictError:
             existing = resource.get(name=meta["name"], namespace=meta["namespace"]).to_dict()
             if not _owned_by(existing, {owner_uid}):

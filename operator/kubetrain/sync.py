@@ -10,7 +10,7 @@ from kubetrain import reasons
 from kubetrain.api import Job, SpecError, parse_job
 from kubetrain.build.ssh import build_ssh_secret
 from kubetrain.keys import generate_ssh_keypair
-from kubetrain.kube import ChildConflict, Kube
+from kubetrain.kube import ChildConflict, ChildRejected, Kube
 from kubetrain.metrics import record_transition
 from kubetrain.plan import (
     Children,
@@ -43,12 +43,15 @@ def sync_training(kube: Kube, namespace: str, name: str) -> float | None:
     try:
         job = parse_job(body)
     except SpecError as error:
-        _reject(kube, body, status, error, now)
+        _reject(kube, body, status, str(error), now)
         return None
     children = Children(**kube.list_children(namespace, name, job.uid))
     plan = decide(job, status, children, now)
     try:
         _apply(kube, body, status, plan, job)
+    except ChildRejected as rejected:  # what the parser could not foresee: fail once, loudly, instead of retrying
+        _reject(kube, body, status, str(rejected), now)
+        return None
     except ChildConflict as conflict:
         _write_status(kube, body, status, _conflict_status(status, str(conflict), now))
         kube.event(body, "Warning", reasons.CHILD_CONFLICT, str(conflict))
@@ -83,8 +86,8 @@ def _write_status(kube: Kube, body: dict[str, Any], old: dict[str, Any], new: di
         record_transition(old.get("phase"), new.get("phase"))
 
 
-def _reject(kube: Kube, body: dict[str, Any], status: dict[str, Any], error: SpecError, now: datetime) -> None:
-    """A spec the operator cannot run: Failed, with the field and the fix; never retried until the spec changes."""
+def _reject(kube: Kube, body: dict[str, Any], status: dict[str, Any], error: str, now: datetime) -> None:
+    """A spec the operator cannot run: Failed, naming the field and the fix; never retried until the spec changes."""
     generation = body["metadata"].get("generation")
     if status.get("reason") == reasons.INVALID_SPEC and status.get("observedGeneration") == generation:
         return

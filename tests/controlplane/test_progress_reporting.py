@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from cluster import ControlPlane, wait_until
-from operator_harness import OperatorProcess, create, install_crd, operator_log_dir, training, wait_for_status
+from operator_harness import OperatorProcess, create, install_crd, operator_log_dir, training
 
 
 @pytest.fixture
@@ -42,7 +42,9 @@ def test_rank_zero_reports_epochs_metrics_and_checkpoint(
     control_plane: ControlPlane, namespace: str, operator: OperatorProcess, tmp_path: Path
 ) -> None:
     create(control_plane, namespace, training("digits", workers=1, resources={"gpusPerWorker": 0}))
-    wait_for_status(control_plane, namespace, "digits", operator, phase="Starting")
+    wait_until(lambda: control_plane.kubectl("get", "serviceaccount", "digits-job", "--namespace", namespace,
+                                             "--ignore-not-found", "--output=name").strip(),
+               message="the job's ServiceAccount")
     kubeconfig = job_kubeconfig(control_plane, namespace, "digits-job", tmp_path / "job.kubeconfig")
     data, checkpoints = tmp_path / "data", tmp_path / "checkpoints"
     subprocess.run([sys.executable, "-m", "cifar_mixup.convert", "digits", "--out", str(data)], check=True,

@@ -85,3 +85,48 @@ def test_longest_allowed_name_gives_valid_hostnames() -> None:
     body["metadata"]["name"] = "a" * MAX_NAME_LENGTH
     job = parse_job(body)
     assert len(f"{job.name}-worker-{job.spec.workers - 1}") <= 63
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        (
+            {"scheduling": {"tolerations": [{"key": "gpu", "operator": "Sometimes"}]}},
+            "spec.scheduling.tolerations[0].operator",
+        ),
+        (
+            {"scheduling": {"tolerations": [{"key": "gpu", "operator": "Exists", "value": "x"}]}},
+            "spec.scheduling.tolerations[0].value",
+        ),
+        ({"scheduling": {"tolerations": [{"key": "gpu", "effect": "Never"}]}}, "spec.scheduling.tolerations[0].effect"),
+        ({"env": [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {}}}]}, "spec.env[0].valueFrom.secretKeyRef.name"),
+        ({"env": [{"name": "TOKEN", "valueFrom": {}}]}, "spec.env[0].valueFrom"),
+        (
+            {"env": [{"name": "TOKEN", "value": "1", "valueFrom": {"fieldRef": {"fieldPath": "x"}}}]},
+            "spec.env[0].valueFrom",
+        ),
+        ({"scheduling": {"nodeSelector": {"disk": "fast ssd"}}}, "spec.scheduling.nodeSelector['disk']"),
+        ({"podTemplate": {"metadata": {"labels": {"bad key!": "x"}}}}, "spec.podTemplate.metadata.labels['bad key!']"),
+        ({"checkpoint": {"mountPath": "/tmp/ckpt"}}, "spec.checkpoint.mountPath"),
+        ({"data": {"mountPath": "//"}}, "spec.data.mountPath"),
+    ],
+)
+def test_what_the_api_server_would_refuse_in_a_pod_is_refused_here_first(overrides: dict[str, Any], field: str) -> None:
+    with pytest.raises(SpecError) as error:
+        parse_job(training(**overrides))
+    assert error.value.field == field
+
+
+def test_valid_tolerations_and_value_from_pass() -> None:
+    job = parse_job(
+        training(
+            scheduling={
+                "tolerations": [
+                    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+                    {"key": "spot", "value": "true", "effect": "NoExecute", "tolerationSeconds": 60},
+                ]
+            },
+            env=[{"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+        )
+    )
+    assert len(job.spec.scheduling.tolerations) == 2 and job.spec.env[0]["valueFrom"]
