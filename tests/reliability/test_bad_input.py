@@ -110,8 +110,7 @@ def test_bad_input_is_refused_naming_the_field(corpus_run: CorpusRun, case: BadI
     FIGURES.bad_input(f"{case.category} (operator)", clean,
                       f"{case.id}: phase {status.get('phase')} reason {status.get('reason')}, "
                       f"{outcome.retries_in_window} failed syncs in {QUIET_WINDOW_SECONDS:.0f}s")
-    if hot:
-        FIGURES.count("hot-looping bad objects", 1)
+    FIGURES.count("hot-looping bad objects", int(hot))
     assert status.get("phase") == "Failed" and status.get("reason") == "InvalidSpec", (
         f"{case.id} was accepted by the API server but not failed as InvalidSpec: {status}; operator log:\n"
         + "\n".join(line for line in corpus_run.operator.log_text().splitlines() if outcome.name in line)[-3000:])

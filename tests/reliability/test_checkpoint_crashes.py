@@ -123,7 +123,8 @@ def test_sigkill_during_50_saves_never_loses_the_latest_checkpoint(tmp_path: Pat
     FIGURES.count("unreadable latest checkpoints", unreadable)
     FIGURES.count("checkpoint kills that landed inside a save (of all kills)", inside_save)
     print(f"{kills} kills ({inside_save} inside a save), runs started at epochs {started_at}")
-    assert run.process.returncode == 0, "\n".join(run.lines[-30:])
+    # the last run trained to the end (a kill may still land between its last line and its exit)
+    assert f"finished {EPOCHS}" in run.lines, "\n".join(run.lines[-30:])
     assert lost == 0 and unreadable == 0
     assert kills >= 5, f"only {kills} kills over {EPOCHS} epochs"
     final = manager.latest()
