@@ -22,6 +22,7 @@ import datetime
 import ipaddress
 import json
 import os
+import re
 import signal
 import socket
 import ssl
@@ -29,7 +30,9 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable, Sequence
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -626,3 +629,18 @@ def _unverified_context() -> ssl.SSLContext:
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
     return context
+
+
+@contextmanager
+def fresh_namespace(plane: ControlPlane, test_name: str) -> Iterator[str]:
+    """A new namespace named after the test, usable at once (its `default` ServiceAccount exists); deleted after."""
+    stem = re.sub(r"[^a-z0-9-]+", "-", test_name.lower()).strip("-")[:40].strip("-")
+    name = f"{stem}-{uuid.uuid4().hex[:6]}"
+    plane.kubectl("create", "namespace", name)
+    wait_until(lambda: plane.kubectl("get", "serviceaccount", "default", "--namespace", name,
+                                     "--ignore-not-found", "--output=name").strip(),
+               message=f"ServiceAccount {name}/default")
+    try:
+        yield name
+    finally:
+        plane.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found")

@@ -12,14 +12,12 @@ Fails (never skips) when the binaries are missing: build them with tests/control
 
 from __future__ import annotations
 
-import re
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from cluster import ControlPlane, ControlPlaneError, wait_until
+from cluster import ControlPlane, ControlPlaneError, fresh_namespace
 
 HERE = Path(__file__).resolve().parent
 
@@ -46,11 +44,5 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
 @pytest.fixture
 def namespace(control_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh namespace (named after the test) that pods can be created in at once; deleted after the test."""
-    stem = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
-    name = f"{stem}-{uuid.uuid4().hex[:6]}"
-    control_plane.kubectl("create", "namespace", name)
-    wait_until(lambda: control_plane.kubectl("get", "serviceaccount", "default", "--namespace", name,
-                                             "--ignore-not-found", "--output=name").strip(),
-               message=f"ServiceAccount {name}/default")
-    yield name
-    control_plane.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found")
+    with fresh_namespace(control_plane, request.node.name) as name:
+        yield name

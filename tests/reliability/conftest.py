@@ -13,9 +13,7 @@ checkpoints lost) are printed and written to tests/reliability/results/latest.md
 
 from __future__ import annotations
 
-import re
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,7 +24,7 @@ sys.path.insert(0, str(HERE.parent / "controlplane"))
 
 from figures import FIGURES, RESULTS  # noqa: E402
 
-from cluster import ControlPlane, ControlPlaneError, wait_until  # noqa: E402
+from cluster import ControlPlane, ControlPlaneError, fresh_namespace  # noqa: E402
 from operator_harness import install_crd  # noqa: E402
 
 
@@ -71,11 +69,5 @@ def crd(control_plane: ControlPlane) -> ControlPlane:
 
 @pytest.fixture
 def namespace(control_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[str]:
-    stem = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
-    name = f"{stem}-{uuid.uuid4().hex[:6]}"
-    control_plane.kubectl("create", "namespace", name)
-    wait_until(lambda: control_plane.kubectl("get", "serviceaccount", "default", "--namespace", name,
-                                             "--ignore-not-found", "--output=name").strip(),
-               message=f"ServiceAccount {name}/default")
-    yield name
-    control_plane.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found")
+    with fresh_namespace(control_plane, request.node.name) as name:
+        yield name
