@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 RUNS ?= runs/demo
 
-.PHONY: setup demo test unit lint
+.PHONY: setup demo test unit lint images
 
 setup:
 	.ci/setup
@@ -12,7 +12,11 @@ setup:
 demo: setup
 	$(PY) -m cifar_mixup.demo --out $(RUNS)
 
-test: lint
+# Every kubetrain image, built into the local Docker engine (started if none runs): base, operator, one per program.
+images: setup
+	images/build.sh
+
+test: lint images
 	tests/controlplane/build.sh
 	$(PY) -m pytest -q tests -p no:cacheprovider
 

@@ -26,6 +26,14 @@ def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["ip", *args], capture_output=True, text=True, check=check)
 
 
+def forward_between_hosts(action: str, bridge: str) -> None:
+    """Insert (-I) or delete (-D) our own rule accepting traffic between the hosts on `bridge`: a running Docker
+    engine sets the FORWARD policy to DROP, and bridged traffic passes FORWARD once it has loaded br_netfilter."""
+    if shutil.which("iptables"):
+        rule = ["FORWARD", "-i", bridge, "-o", bridge, "-j", "ACCEPT"]
+        subprocess.run(["iptables", "-w", action, *rule], capture_output=True, check=action == "-I")
+
+
 @dataclass
 class Host:
     hostname: str  # short name, as `hostname` prints it inside
@@ -47,6 +55,7 @@ class Network:
         self._hidden: set[str] = set()
         ip("link", "add", "name", self.bridge, "type", "bridge")
         ip("link", "set", self.bridge, "up")
+        forward_between_hosts("-I", self.bridge)
 
     def add_host(self, hostname: str, *names: str) -> Host:
         index = len(self.hosts) + 1
@@ -148,6 +157,7 @@ class Network:
             ip("link", "del", host.veth, check=False)
             shutil.rmtree(ETC_NETNS / host.namespace, ignore_errors=True)
         self.hosts = []
+        forward_between_hosts("-D", self.bridge)
         ip("link", "del", self.bridge, check=False)
         if self._created_etc_netns:
             try:

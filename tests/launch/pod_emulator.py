@@ -82,7 +82,10 @@ class Kubelet:
         pod_dir.mkdir(parents=True)
         security = spec.get("securityContext", {})
         fs_group = security.get("fsGroup") if self.as_pod_user else None
-        volumes = {v["name"]: self._volume(v, pod_dir / "volumes" / v["name"], fs_group) for v in spec["volumes"]}
+        volumes = {
+            v["name"]: prepare_volume(v, pod_dir / "volumes" / v["name"], self.objects, self.claims, fs_group)
+            for v in spec["volumes"]
+        }
         mounts = {**self.job_paths, **{m["mountPath"]: volumes[m["name"]] for m in container.get("volumeMounts", [])}}
         mounts[ENTRYPOINTS] = ENTRYPOINTS_SOURCE
 
@@ -104,24 +107,28 @@ class Kubelet:
         self.containers.append(started)
         return started
 
-    def _volume(self, volume: Mapping[str, Any], path: Path, fs_group: int | None) -> Path:
-        if "persistentVolumeClaim" in volume:
-            return self.claims[volume["persistentVolumeClaim"]["claimName"]]
-        if "emptyDir" in volume:
-            path.mkdir(parents=True)
-            path.chmod(0o777)
-            return path
-        if "secret" in volume:
-            source = volume["secret"]
-            secret = self.objects[("Secret", source["secretName"])]
-            files = {k: base64.b64decode(v).decode() for k, v in secret.get("data", {}).items()}
-            files.update(secret.get("stringData", {}))
-            return write_atomic_volume(path, files, source.get("defaultMode", 0o644), fs_group)
-        if "configMap" in volume:
-            source = volume["configMap"]
-            config = self.objects[("ConfigMap", source["name"])]
-            return write_atomic_volume(path, config["data"], source.get("defaultMode", 0o644), fs_group)
-        raise ValueError(f"volume {volume['name']}: kind not emulated")
+
+def prepare_volume(volume: Mapping[str, Any], path: Path, objects: Mapping[tuple[str, str], Mapping[str, Any]],
+                   claims: Mapping[str, Path], fs_group: int | None) -> Path:  # fmt: skip
+    """The host folder backing a pod volume, laid out as kubelet lays it out: a claim's shared folder, a fresh
+    world-writable emptyDir, or a Secret's / ConfigMap's files from `objects` (keyed by (kind, name))."""
+    if "persistentVolumeClaim" in volume:
+        return claims[volume["persistentVolumeClaim"]["claimName"]]
+    if "emptyDir" in volume:
+        path.mkdir(parents=True)
+        path.chmod(0o777)
+        return path
+    if "secret" in volume:
+        source = volume["secret"]
+        secret = objects[("Secret", source["secretName"])]
+        files = {k: base64.b64decode(v).decode() for k, v in secret.get("data", {}).items()}
+        files.update(secret.get("stringData", {}))
+        return write_atomic_volume(path, files, source.get("defaultMode", 0o644), fs_group)
+    if "configMap" in volume:
+        source = volume["configMap"]
+        config = objects[("ConfigMap", source["name"])]
+        return write_atomic_volume(path, config["data"], source.get("defaultMode", 0o644), fs_group)
+    raise ValueError(f"volume {volume['name']}: kind not emulated")
 
 
 def rewrite(value: str, mounts: Mapping[str, Path]) -> str:

@@ -162,7 +162,7 @@ def test_every_copied_file_exists(image):
 @pytest.mark.parametrize("image", ["base", "operator", *PROGRAMS])
 def test_dockerignore_keeps_every_copied_file(image):
     """A pattern such as **/build would silently drop operator/kubetrain/build/ from the image."""
-    ignore = IMAGES / image / "Dockerfile.dockerignore"
+    ignore = REPO / ".dockerignore"
     patterns = [p.strip() for p in ignore.read_text().splitlines() if p.strip() and not p.startswith("#")]
     tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
     for sources, _destination in dockerfiles()[image].copies():
@@ -193,16 +193,29 @@ def test_base_installs_the_pinned_job_requirements_and_builds_horovod_like_ci():
         assert tool in runs
 
 
-def test_base_gpu_variant_uses_tensorflow_gpu_image_and_nccl():
+def test_base_gpu_variant_comes_from_a_build_argument_not_an_unused_stage():
+    """The legacy builder builds every stage: a `FROM tensorflow/tensorflow:...-gpu` stage would be pulled even for
+    the CPU image. The GPU variant is the same Dockerfile with BASE_IMAGE and VARIANT build arguments."""
     base = dockerfiles()["base"]
-    froms = [i.arguments for i in base.all("FROM")]
-    assert any(f.startswith("tensorflow/tensorflow:2.15") and f.split()[0].endswith("-gpu") for f in froms)
-    assert froms[-1].startswith("base-${VARIANT}")
+    assert [i.arguments.split()[0] for i in base.all("FROM")] == ["${BASE_IMAGE}", "${BASE_IMAGE}"]
+    assert "ARG BASE_IMAGE=python:3.11-slim-bookworm" in {f"ARG {i.arguments}" for i in base.all("ARG")}
     assert any(i.arguments.startswith("VARIANT=cpu") for i in base.all("ARG"))
+    documented = (IMAGES / "base" / "Dockerfile").read_text()
+    assert "--build-arg BASE_IMAGE=tensorflow/tensorflow:2.15.0-gpu" in documented
     runs = " ".join(i.arguments for i in base.all("RUN"))
     assert re.search(r'if \[ "\$VARIANT" = gpu \]; then\s+export HOROVOD_GPU_OPERATIONS=NCCL ', runs)
     # the GPU image must not install tensorflow-cpu on top of tensorflow: the pin is rewritten to the same version
     assert "s/^tensorflow-cpu==/tensorflow==/" in runs
+
+
+def test_base_ships_no_compiler_or_headers():
+    """Horovod is compiled in the builder stage; what every node pulls holds only what runs."""
+    final = [i for i in dockerfiles()["base"].final_stage() if i.keyword == "RUN"]
+    packages = " ".join(i.arguments for i in final)
+    for build_only in ("g++", "cmake", " make", "libopenmpi-dev", "python3-dev", "nvcc"):
+        assert build_only not in packages, f"the final stage of images/base installs {build_only.strip()}"
+    copied = [i.arguments for i in dockerfiles()["base"].final_stage() if i.keyword == "COPY"]
+    assert "--from=builder /opt/venv /opt/venv" in copied
 
 
 def test_operator_installs_the_pinned_operator_requirements():

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Builds every kubetrain image into the local Docker engine (`make images`): kubetrain/base, kubetrain/operator and one
+# image per training program (kubetrain/cifar-mixup, ucluster, mnist, higgs), tagged with the chart's appVersion.
+# Starts the engine and makes the public base image available first (.ci/docker-engine, .ci/base-images), and puts
+# the Horovod wheel .ci/setup built on this machine into the base image's context (images/base/wheels/) so Horovod is
+# compiled once per machine. Docker's layer cache does the rest: a change in jobs/ rebuilds only the program layers.
+# Prints one line per image: name, build seconds, size.
+# Usage: images/build.sh [image...]   (default: all; names as in images/, e.g. base operator cifar_mixup)
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+"$repo/.ci/docker-engine"
+"$repo/.ci/base-images"
+
+tag=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' charts/kubetrain/Chart.yaml)
+programs=(cifar_mixup ucluster mnist higgs)
+wanted=("$@")
+[ ${#wanted[@]} -gt 0 ] || wanted=(base operator "${programs[@]}")
+
+rm -f images/base/wheels/*.whl
+if [ -d .venv/wheels ] && compgen -G ".venv/wheels/horovod-*.whl" >/dev/null; then
+  cp .venv/wheels/horovod-*.whl images/base/wheels/
+fi
+
+build() { # build IMAGE-DIR: docker build of images/<dir>/Dockerfile as kubetrain/<dir with - for _>:<tag>
+  local dir=$1 name="kubetrain/${1//_/-}:$tag" start=$SECONDS args=()
+  [ "$dir" = base ] || [ "$dir" = operator ] || args=(--build-arg "BASE_IMAGE=kubetrain/base:$tag")
+  if ! docker build --quiet --file "images/$dir/Dockerfile" --tag "$name" "${args[@]}" . >/tmp/kubetrain-build-$$.log 2>&1
+  then
+    tail -n 60 /tmp/kubetrain-build-$$.log >&2
+    echo "images: FAILED: docker build -f images/$dir/Dockerfile -t $name ${args[*]} ." >&2
+    exit 1
+  fi
+  rm -f /tmp/kubetrain-build-$$.log
+  printf 'images: %-28s %4ss  %s\n' "$name" "$((SECONDS - start))" \
+    "$(docker image inspect --format '{{.Size}}' "$name" | numfmt --to=si --suffix=B)"
+}
+for dir in "${wanted[@]}"; do
+  [ -f "images/$dir/Dockerfile" ] || { echo "images: no images/$dir/Dockerfile" >&2; exit 2; }
+  build "$dir"
+done

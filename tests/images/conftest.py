@@ -1,0 +1,91 @@
+"""Fixtures for the images tier: kubetrain's own images (images/build.sh) run as containers on Docker networks.
+
+`make test` builds the images first (`make images`, which also starts a Docker engine where none runs); run alone,
+the `images` fixture builds whichever is missing. Where no Docker engine answers, the tier is skipped with the reason.
+Every container, network and folder a test creates is removed when it ends, pass or fail.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# docker_pods reuses the launch tier's kubelet volume layout (tests/launch/pod_emulator.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "launch"))
+
+from docker_pods import DockerJob, deploy  # noqa: E402
+from image_names import IMAGES, REPO, image_name  # noqa: E402
+
+
+def docker_problem() -> str | None:
+    if shutil.which("docker") is None:
+        return "Docker is not installed (no docker on PATH)"
+    info = subprocess.run(["docker", "info"], capture_output=True, text=True, timeout=60)
+    if info.returncode != 0:
+        reason = (info.stderr.strip().splitlines() or ["no output"])[-1]
+        return f"no Docker engine answers (docker info: {reason}); .ci/docker-engine starts one"
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    mine = [item for item in items if Path(str(item.fspath)).is_relative_to(here)]
+    reason = docker_problem() if mine else None
+    for item in mine:
+        item.add_marker(pytest.mark.images)
+        if reason:
+            item.add_marker(pytest.mark.skip(reason=f"images tier: {reason}"))
+
+
+@pytest.fixture(scope="session")
+def images() -> dict[str, str]:
+    """images/ directory -> image name, every image present in the engine (built by images/build.sh if missing)."""
+    names = {directory: image_name(directory) for directory in IMAGES}
+    missing = [d for d, name in names.items() if subprocess.run(["docker", "image", "inspect", name],
+                                                                   capture_output=True).returncode != 0]  # fmt: skip
+    if missing:
+        subprocess.run([str(REPO / "images" / "build.sh"), *missing], check=True)
+    return names
+
+
+@pytest.fixture(scope="session")
+def digits(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """train.h5 and test.h5 written by cifar_mixup's own converter from scikit-learn's bundled digits."""
+    out = tmp_path_factory.mktemp("digits")
+    subprocess.run([sys.executable, "-m", "cifar_mixup.convert", "digits", "--out", str(out)], check=True,
+                   capture_output=True)  # fmt: skip
+    return out
+
+
+@pytest.fixture
+def scratch() -> Iterator[Path]:
+    """A folder the containers' users can traverse (pytest's tmp_path is private to root)."""
+    path = Path(tempfile.mkdtemp(prefix="kubetrain-images-"))
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def on_docker(scratch: Path, images: dict[str, str]) -> Iterator:
+    """on_docker(body) -> DockerJob; containers and networks are removed before scratch is."""
+    started: list[DockerJob] = []
+
+    def make(body: dict) -> DockerJob:
+        job = deploy(scratch, body)
+        started.append(job)
+        return job
+
+    try:
+        yield make
+    finally:
+        for job in started:
+            job.kubelet.close()
