@@ -22,7 +22,8 @@ def start_job(on_docker, images, digits: Path, name: str, epochs: int, wait_seco
     body = job_body(name, [*PROGRAM, "--epochs", str(epochs), "--seed", "1"], wait_seconds=wait_seconds)
     body["spec"]["image"] = images["cifar_mixup"]
     job = on_docker(body)
-    shutil.copytree(digits, job.data_dir, dirs_exist_ok=True)
+    for path in digits.iterdir():  # file by file: copytree would give the claim the source folder's 0700 mode
+        shutil.copy(path, job.data_dir)
     return job
 
 
