@@ -1,4 +1,5 @@
-"""The one module that talks to the Kubernetes API (official client): reads, idempotent writes, events."""
+"""The one module that talks to the Kubernetes API (official client): idempotent writes, events, and the few reads no
+cache serves (`kubetrain status`, the owner of a child that already exists)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import logging
 import uuid
 from collections.abc import Mapping
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -21,21 +22,11 @@ from kubernetes.dynamic.exceptions import (
 )
 
 from kubetrain.api import GROUP, KIND, PLURAL, VERSION
-from kubetrain.build.names import LABEL_JOB
+from kubetrain.cache import owned_by
 
 log = logging.getLogger(__name__)
 
 TRAINING = (f"{GROUP}/{VERSION}", KIND)
-CHILD_KINDS = {
-    "pods": ("v1", "Pod"),
-    "jobs": ("batch/v1", "Job"),
-    "services": ("v1", "Service"),
-    "configmaps": ("v1", "ConfigMap"),
-    "secrets": ("v1", "Secret"),
-    "serviceaccounts": ("v1", "ServiceAccount"),
-    "roles": ("rbac.authorization.k8s.io/v1", "Role"),
-    "rolebindings": ("rbac.authorization.k8s.io/v1", "RoleBinding"),
-}
 
 
 class ChildConflict(RuntimeError):
@@ -84,27 +75,13 @@ class Kube:
         except NotFoundError:
             return None
 
-    def list_children(self, namespace: str, name: str, uid: str) -> dict[str, list[Mapping[str, Any]]]:
-        """Objects labelled with the job's name and owned by it (launcher pods: owned by its launcher Job)."""
-        selector = f"{LABEL_JOB}={name}"
-        listed: dict[str, list[dict[str, Any]]] = {}
-        for field, (api_version, kind) in CHILD_KINDS.items():
-            listing = self._resource(api_version, kind).get(namespace=namespace, label_selector=selector).to_dict()
-            listed[field] = list(listing.get("items") or [])
-        owners = {uid}
-        found: dict[str, list[Mapping[str, Any]]] = {
-            field: [obj for obj in items if _owned_by(obj, owners)] for field, items in listed.items()
-        }
-        owners |= {job["metadata"]["uid"] for job in found["jobs"]}
-        found["pods"] = [pod for pod in listed["pods"] if _owned_by(pod, owners)]
-        return found
-
-    def create(self, obj: Mapping[str, Any], owner_uid: str) -> None:
-        """Create; an existing object of ours is success (409), one that is not ours is a ChildConflict."""
+    def create(self, obj: Mapping[str, Any], owner_uid: str) -> dict[str, Any]:
+        """Create and return the object as stored; an existing object of ours is success (409, returned as it is),
+        one that is not ours is a ChildConflict."""
         resource = self._resource(obj["apiVersion"], obj["kind"])
         meta = obj["metadata"]
         try:
-            resource.create(body=dict(obj), namespace=meta["namespace"])
+            return dict(resource.create(body=dict(obj), namespace=meta["namespace"]).to_dict())
         except (BadRequestError, UnprocessibleEntityError, ForbiddenError) as error:
             rejected = _rejection(obj, error)
             if rejected is None:
@@ -112,11 +89,12 @@ class Kube:
             raise rejected from None
         except ConflictError:
             existing = resource.get(name=meta["name"], namespace=meta["namespace"]).to_dict()
-            if not _owned_by(existing, {owner_uid}):
+            if not owned_by(existing, {owner_uid}):
                 raise ChildConflict(
                     f"{obj['kind']} {meta['namespace']}/{meta['name']} exists and is not owned by this "
                     "DistributedTraining: delete or rename it"
                 ) from None
+            return dict(existing)
 
     def patch(self, obj: Mapping[str, Any]) -> None:
         resource = self._resource(obj["apiVersion"], obj["kind"])
@@ -137,10 +115,12 @@ class Kube:
     def delete_training(self, namespace: str, name: str) -> None:
         self.delete(*TRAINING, namespace=namespace, name=name)
 
-    def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
-        client.CustomObjectsApi(self.api_client).patch_namespaced_custom_object_status(
+    def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> dict[str, Any]:
+        """Merge `status` into the job's status; returns the job as stored."""
+        stored = client.CustomObjectsApi(self.api_client).patch_namespaced_custom_object_status(
             GROUP, VERSION, namespace, PLURAL, name, {"status": dict(status)}
         )
+        return cast(dict[str, Any], stored)  # the client returns the JSON object as a dict
 
     def event(self, training: Mapping[str, Any], event_type: str, reason: str, message: str) -> None:
         """A core/v1 Event on the DistributedTraining; failures to post are logged, never raised."""
@@ -168,8 +148,3 @@ class Kube:
             self.core.create_namespaced_event(meta["namespace"], body)  # type: ignore[arg-type]  # dicts are accepted
         except ApiException as error:
             log.warning("could not post event %s on %s/%s: %s", reason, meta["namespace"], meta["name"], error.reason)
-
-
-def _owned_by(obj: Mapping[str, Any], uids: set[str]) -> bool:
-    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
-    return any(ref.get("uid") in uids for ref in refs)

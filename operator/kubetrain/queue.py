@@ -1,23 +1,31 @@
-"""A per-job work queue: one sync at a time per job, bursts of events coalesced, delayed re-syncs."""
+"""A per-job work queue: one sync at a time per job, bursts of events coalesced, delayed re-syncs, and per-job
+exponential backoff after errors."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import Generic, TypeVar
 
 from kubetrain.metrics import SYNC_ERRORS, SYNC_SECONDS
 
 log = logging.getLogger(__name__)
 Key = tuple[str, str]  # (namespace, name)
+Snapshot = TypeVar("Snapshot")
 
 
-class SyncQueue:
-    """Run `sync(namespace, name) -> seconds | None` in worker threads, serialised per key."""
+class SyncQueue(Generic[Snapshot]):
+    """For each poked key: `read(key)` on the event loop (cheap: the watch-fed cache, which only the loop changes),
+    then `sync(snapshot) -> seconds | None` in a worker thread, serialised per key."""
 
-    def __init__(self, sync: Callable[[str, str], float | None], error_retry_seconds: float = 5.0) -> None:
+    def __init__(self, read: Callable[[Key], Snapshot | None], sync: Callable[[Snapshot], float | None],
+                 error_retry_seconds: float = 1.0, max_retry_seconds: float = 300.0) -> None:  # fmt: skip
+        self._read = read
         self._sync = sync
-        self._error_retry = error_retry_seconds
+        self._first_retry = error_retry_seconds
+        self._max_retry = max_retry_seconds
+        self._failures: dict[Key, int] = {}
         self._locks: dict[Key, asyncio.Lock] = {}
         self._dirty: set[Key] = set()
         self._timers: dict[Key, asyncio.TimerHandle] = {}
@@ -41,18 +49,32 @@ class SyncQueue:
         if timer is not None:
             timer.cancel()
         self._dirty.discard(key)
+        self._failures.pop(key, None)
         lock = self._locks.get(key)
         if lock is not None and not lock.locked():
             del self._locks[key]
 
+    def retry_delay(self, key: Key) -> float:
+        """Seconds before the next try after the key's consecutive failures so far: doubling, capped."""
+        failures = self._failures.get(key, 0)
+        return min(self._first_retry * 2 ** max(failures - 1, 0), self._max_retry)
+
     async def _run(self, key: Key) -> float | None:
+        snapshot = self._read(key)
+        if snapshot is None:
+            self._failures.pop(key, None)
+            return None
         try:
             with SYNC_SECONDS.time():
-                return await asyncio.to_thread(self._sync, *key)
-        except Exception:  # the operator never dies on one job: log it and retry later
+                delay = await asyncio.to_thread(self._sync, snapshot)
+        except Exception:  # the operator never dies on one job: log it and retry later, backing off
             SYNC_ERRORS.inc()
-            log.exception("sync of %s/%s failed; retrying in %.0fs", key[0], key[1], self._error_retry)
-            return self._error_retry
+            self._failures[key] = self._failures.get(key, 0) + 1
+            retry = self.retry_delay(key)
+            log.exception("sync of %s/%s failed (%d in a row); retrying in %.1fs", *key, self._failures[key], retry)
+            return retry
+        self._failures.pop(key, None)
+        return delay
 
     def _schedule(self, key: Key, delay: float | None) -> None:
         timer = self._timers.pop(key, None)

@@ -1,7 +1,9 @@
-"""kopf handlers: the only place decorators appear. Every event becomes a poke of the owning job's sync.
+"""kopf handlers: the only place decorators appear. Watches feed the cache; every event pokes the owning job's sync.
 
 Run with `kopf run -m kubetrain.reconcile --all-namespaces` (or `--namespace NS` per namespace).
-No finalizers are added: children are removed by Kubernetes' garbage collector through ownerReferences.
+Each watched kind has a kopf index keyed by (namespace, job name) (kubetrain.cache reads them); kopf starts no other
+handler until every index holds its first complete listing. No finalizers are added: children are removed by
+Kubernetes' garbage collector through ownerReferences.
 """
 
 from __future__ import annotations
@@ -16,15 +18,18 @@ import kopf
 from kubetrain import settings as settings_module
 from kubetrain.api import GROUP, PLURAL, VERSION
 from kubetrain.build.names import LABEL_JOB
+from kubetrain.cache import TRAININGS, Snapshot, Written, slim, take_snapshot
+from kubetrain.children import CHILD_KINDS, ChildKind
 from kubetrain.kube import Kube, load_api_client
-from kubetrain.queue import SyncQueue
+from kubetrain.queue import Key, SyncQueue
 from kubetrain.sync import sync_training
 
 log = logging.getLogger(__name__)
+INDEX = "cached_"  # index names: cached_trainings, cached_pods, ... (kopf passes them to handlers by these names)
 
 
 @kopf.on.startup()
-async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any) -> None:
     config = settings_module.from_environment()
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=config.sync_threads))
     settings.posting.level = logging.WARNING
@@ -35,11 +40,25 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     api_client = load_api_client()
     api_client.configuration.connection_pool_maxsize = config.sync_threads * 2
     kube = Kube(api_client)
-    memo.queue = SyncQueue(lambda ns, name: sync_training(kube, ns, name), config.error_retry_seconds)
+    written = Written()
+    trainings = kwargs[INDEX + TRAININGS]
+    indexes = {child.field: kwargs[INDEX + child.field] for child in CHILD_KINDS}
+
+    def read(key: Key) -> Snapshot | None:
+        return take_snapshot(key, trainings, indexes, written)
+
+    memo.written = written
+    memo.queue = SyncQueue(read, lambda snapshot: sync_training(kube, written, snapshot),
+                           config.error_retry_seconds, config.max_retry_seconds)  # fmt: skip
     if config.metrics_port:
         from kubetrain.metrics import serve_metrics
 
         serve_metrics(config.metrics_port)
+
+
+@kopf.index(GROUP, VERSION, PLURAL, id=INDEX + TRAININGS)
+def _index_training(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
+    return {(namespace or "", name): dict(body)}
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
@@ -48,17 +67,28 @@ async def on_training(event: kopf.RawEvent, name: str, namespace: str | None, me
         return
     if event.get("type") == "DELETED":
         memo.queue.forget((namespace, name))
+        memo.written.forget(TRAININGS, namespace, name)
         return
     await memo.queue.poke((namespace, name))
 
 
-@kopf.on.event("", "v1", "pods", labels={LABEL_JOB: kopf.PRESENT})
-async def on_pod(labels: kopf.Labels, namespace: str | None, memo: kopf.Memo, **_: Any) -> None:
-    if namespace is not None:
+def _watch_child(child: ChildKind) -> None:
+    """An index of `child`'s objects by (namespace, job name), and a handler that pokes the job on every event."""
+    def index(namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
+        return {(namespace or "", labels[LABEL_JOB]): slim(child, body)}
+
+    async def on_event(event: kopf.RawEvent, name: str, namespace: str | None, labels: kopf.Labels, memo: kopf.Memo,
+                       **_: Any) -> None:  # fmt: skip
+        if namespace is None:
+            return
+        if event.get("type") == "DELETED":
+            memo.written.forget(child.field, namespace, name)
         await memo.queue.poke((namespace, labels[LABEL_JOB]))
 
+    labels = {LABEL_JOB: kopf.PRESENT}
+    kopf.index(child.group, child.version, child.plural, id=INDEX + child.field, labels=labels)(index)
+    kopf.on.event(child.group, child.version, child.plural, id=f"on_{child.field}", labels=labels)(on_event)
 
-@kopf.on.event("batch", "v1", "jobs", labels={LABEL_JOB: kopf.PRESENT})
-async def on_launcher(labels: kopf.Labels, namespace: str | None, memo: kopf.Memo, **_: Any) -> None:
-    if namespace is not None:
-        await memo.queue.poke((namespace, labels[LABEL_JOB]))
+
+for _child in CHILD_KINDS:
+    _watch_child(_child)

@@ -10,8 +10,10 @@ from dataclasses import dataclass
 class Settings:
     # KUBETRAIN_SYNC_THREADS: jobs reconciled in parallel (each sync is a few blocking API calls).
     sync_threads: int = 16
-    # KUBETRAIN_ERROR_RETRY_SECONDS: delay before retrying a sync that raised (API down, conflict, ...).
-    error_retry_seconds: float = 5.0
+    # KUBETRAIN_ERROR_RETRY_SECONDS: delay before retrying a sync that raised (API down, conflict, ...); it doubles
+    # with each consecutive failure of the same job, up to KUBETRAIN_MAX_RETRY_SECONDS.
+    error_retry_seconds: float = 1.0
+    max_retry_seconds: float = 300.0
     # KUBETRAIN_METRICS_PORT: port of the Prometheus /metrics endpoint (0 disables it).
     metrics_port: int = 0
 
@@ -21,5 +23,6 @@ def from_environment(environ: dict[str, str] | None = None) -> Settings:
     return Settings(
         sync_threads=int(env.get("KUBETRAIN_SYNC_THREADS", Settings.sync_threads)),
         error_retry_seconds=float(env.get("KUBETRAIN_ERROR_RETRY_SECONDS", Settings.error_retry_seconds)),
+        max_retry_seconds=float(env.get("KUBETRAIN_MAX_RETRY_SECONDS", Settings.max_retry_seconds)),
         metrics_port=int(env.get("KUBETRAIN_METRICS_PORT", Settings.metrics_port)),
     )

@@ -1,4 +1,8 @@
-"""One reconcile pass for one DistributedTraining: read the world, decide (kubetrain.plan), apply."""
+"""One reconcile pass for one DistributedTraining: decide (kubetrain.plan) on a cache snapshot, apply, write through.
+
+The pass reads nothing from the API server: every call it makes is a write. What it writes (children it creates, the
+status it patches) goes into `Written`, so the next pass sees it even before the watch delivers it. Events are
+posted after the children are created, never in their way."""
 
 from __future__ import annotations
 
@@ -9,6 +13,8 @@ from typing import Any
 from kubetrain import reasons
 from kubetrain.api import Job, SpecError, parse_job
 from kubetrain.build.ssh import build_ssh_secret
+from kubetrain.cache import TRAININGS, Snapshot, Written
+from kubetrain.children import BY_KIND
 from kubetrain.keys import generate_ssh_keypair
 from kubetrain.kube import ChildConflict, ChildRejected, Kube
 from kubetrain.metrics import record_transition
@@ -33,61 +39,81 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
 
 
-def sync_training(kube: Kube, namespace: str, name: str) -> float | None:
+def sync_training(kube: Kube, written: Written, snapshot: Snapshot) -> float | None:
     """Converge one job; returns seconds until it should be looked at again (None: only on the next event)."""
-    body = kube.get_training(namespace, name)
-    if body is None or body["metadata"].get("deletionTimestamp"):
+    body = snapshot.training
+    if body["metadata"].get("deletionTimestamp"):
         return None
     status: dict[str, Any] = body.get("status") or {}
     now = utcnow()
+    writer = Writer(kube, written, body)
     try:
         job = parse_job(body)
     except SpecError as error:
-        _reject(kube, body, status, str(error), now)
+        _reject(writer, status, str(error), now)
         return None
-    children = Children(**kube.list_children(namespace, name, job.uid))
-    plan = decide(job, status, children, now)
+    plan = decide(job, status, Children(**snapshot.children), now)
     try:
-        _apply(kube, body, status, plan, job)
+        _apply(writer, status, plan, job)
     except ChildRejected as rejected:  # what the parser could not foresee: fail once, loudly, instead of retrying
-        _reject(kube, body, status, str(rejected), now)
+        _reject(writer, status, str(rejected), now)
         return None
     except ChildConflict as conflict:
-        _write_status(kube, body, status, _conflict_status(status, str(conflict), now))
-        kube.event(body, "Warning", reasons.CHILD_CONFLICT, str(conflict))
+        writer.status(status, _conflict_status(status, str(conflict), now))
+        writer.event(reasons.CHILD_CONFLICT, str(conflict), "Warning")
         return CONFLICT_REQUEUE_SECONDS
     return plan.requeue_after
 
 
-def _apply(kube: Kube, body: dict[str, Any], status: dict[str, Any], plan: Plan, job: Job) -> None:
-    """Status first, so a crash between steps never forgets a restart already decided; then the actions."""
-    meta = body["metadata"]
-    _write_status(kube, body, status, plan.status)
-    for event in plan.events:
-        kube.event(body, event.type, event.reason, event.message)
+class Writer:
+    """This pass's writes for one job: each goes to the API server and, where the next pass must see it, into
+    `Written`."""
+
+    def __init__(self, kube: Kube, written: Written, body: dict[str, Any]) -> None:
+        self.kube = kube
+        self.written = written
+        self.body = body
+
+    def create(self, obj: dict[str, Any], owner_uid: str) -> None:
+        created = self.kube.create(obj, owner_uid)
+        self.written.remember(BY_KIND[(obj["apiVersion"], obj["kind"])].field, created)
+
+    def status(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        if new and status_changed(old, new):
+            meta = self.body["metadata"]
+            patch = {**new, "observedGeneration": meta.get("generation")}
+            self.written.remember(TRAININGS, self.kube.patch_status(meta["namespace"], meta["name"], patch))
+            record_transition(old.get("phase"), new.get("phase"))
+
+    def event(self, reason: str, message: str, event_type: str = "Normal") -> None:
+        self.kube.event(self.body, event_type, reason, message)
+
+
+def _apply(writer: Writer, status: dict[str, Any], plan: Plan, job: Job) -> None:
+    """Status first, so a crash between steps never forgets a restart already decided; then the actions; events
+    last, off the children's path."""
+    meta = writer.body["metadata"]
+    kube = writer.kube
+    writer.status(status, plan.status)
     for action in plan.actions:
         if isinstance(action, Create):
-            kube.create(action.obj, job.uid)
+            writer.create(action.obj, job.uid)
         elif isinstance(action, CreateSshSecret):
-            kube.create(build_ssh_secret(job, generate_ssh_keypair(f"kubetrain-{meta['name']}")), job.uid)
+            writer.create(build_ssh_secret(job, generate_ssh_keypair(f"kubetrain-{meta['name']}")), job.uid)
         elif isinstance(action, Patch):
             kube.patch(action.obj)
         elif isinstance(action, Delete):
             kube.delete(action.api_version, action.kind, meta["namespace"], action.name)
         elif isinstance(action, DeleteTraining):
             kube.delete_training(meta["namespace"], meta["name"])
-            return
+            break
+    for event in plan.events:
+        writer.event(event.reason, event.message, event.type)
 
 
-def _write_status(kube: Kube, body: dict[str, Any], old: dict[str, Any], new: dict[str, Any]) -> None:
-    if new and status_changed(old, new):
-        meta = body["metadata"]
-        kube.patch_status(meta["namespace"], meta["name"], {**new, "observedGeneration": meta.get("generation")})
-        record_transition(old.get("phase"), new.get("phase"))
-
-
-def _reject(kube: Kube, body: dict[str, Any], status: dict[str, Any], error: str, now: datetime) -> None:
+def _reject(writer: Writer, status: dict[str, Any], error: str, now: datetime) -> None:
     """A spec the operator cannot run: Failed, naming the field and the fix; never retried until the spec changes."""
+    body = writer.body
     generation = body["metadata"].get("generation")
     if status.get("reason") == reasons.INVALID_SPEC and status.get("observedGeneration") == generation:
         return
@@ -101,8 +127,8 @@ def _reject(kube: Kube, body: dict[str, Any], status: dict[str, Any], error: str
         ),
         "completionTime": iso(now),
     }
-    _write_status(kube, body, status, new)
-    kube.event(body, "Warning", reasons.INVALID_SPEC, message)
+    writer.status(status, new)
+    writer.event(reasons.INVALID_SPEC, message, "Warning")
     log.warning("%s/%s: %s", body["metadata"]["namespace"], body["metadata"]["name"], message)
 
 

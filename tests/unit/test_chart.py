@@ -16,7 +16,7 @@ import yaml
 import kubetrain.reconcile  # noqa: F401 - registers the kopf handlers whose watches the RBAC must allow
 from kubetrain.api import GROUP, PLURAL, parse_job
 from kubetrain.build.rbac import build_role
-from kubetrain.kube import CHILD_KINDS
+from kubetrain.children import CHILD_KINDS
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "kubetrain"
@@ -144,10 +144,9 @@ def test_rules_allow_every_watch_and_every_child_the_operator_manages(values: tu
             assert selector is not None
             for verb in ("list", "watch"):
                 assert allowed(rules, selector.group or "", selector.any_name or "", verb), (selector, verb)
-        for plural, (api_version, _) in CHILD_KINDS.items():
-            group = api_version.rpartition("/")[0]
-            for verb in ("get", "list", "create"):
-                assert allowed(rules, group, plural, verb), (plural, verb)
+        for child in CHILD_KINDS:  # the cache watches every child kind; a pass only writes
+            for verb in ("get", "list", "watch", "create"):
+                assert allowed(rules, child.group, child.plural, verb), (child.plural, verb)
         for group, plural in (("", "pods"), ("batch", "jobs"), (GROUP, PLURAL)):
             assert allowed(rules, group, plural, "delete"), plural
         assert allowed(rules, GROUP, f"{PLURAL}/status", "patch")

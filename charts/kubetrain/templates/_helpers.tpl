@@ -78,8 +78,9 @@ app.kubernetes.io/part-of: kubetrain
 - apiGroups: [kubetrain.dev]
   resources: [distributedtrainings/status]
   verbs: [get, patch]
-# Worker pods and launcher Jobs: watched (kopf), listed per job, created, deleted on restart and cleanup;
-# get reads an existing object on a create conflict to check who owns it.
+# Every child kind is watched: the operator's cache is fed by these watches and a reconcile pass reads only the
+# cache (list: the watch's first listing). Worker pods and launcher Jobs are created, and deleted on restart and
+# cleanup; get reads an existing object on a create conflict to check who owns it.
 - apiGroups: [""]
   resources: [pods]
   verbs: [get, list, watch, create, delete]
@@ -89,15 +90,15 @@ app.kubernetes.io/part-of: kubetrain
 # The headless Service and the hostfile ConfigMap: created, and patched back when they drift.
 - apiGroups: [""]
   resources: [services, configmaps]
-  verbs: [get, list, create, patch]
+  verbs: [get, list, watch, create, patch]
 # The per-job ssh key Secret and ServiceAccount: created once, never changed (removed by garbage collection).
 - apiGroups: [""]
   resources: [secrets, serviceaccounts]
-  verbs: [get, list, create]
+  verbs: [get, list, watch, create]
 # The per-job Role and RoleBinding that let rank 0 patch its own job's status: created, patched back on drift.
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [roles, rolebindings]
-  verbs: [get, list, create, patch]
+  verbs: [get, list, watch, create, patch]
 # Events on DistributedTrainings (the operator's and kopf's).
 - apiGroups: [""]
   resources: [events]

@@ -1,0 +1,125 @@
+"""What a sync pass reads instead of the API server: a snapshot of one job's world from the watch-fed stores.
+
+The stores are kopf indices (kubetrain.reconcile), keyed by (namespace, job name): kopf holds every other handler
+back until each index has its first complete listing, so no pass ever decides on a half-filled cache. On top of
+them `Written` keeps what this operator itself just wrote (create and status-patch responses) until the watch has
+delivered that version or a newer one, so a pass never acts on a state older than the operator's own last write
+(a restart decided twice, a child created twice). Anything else stale is harmless: creates and deletes are
+idempotent, and every write that matters is followed by a watch event that triggers a fresh pass.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubetrain.build.names import LABEL_JOB
+from kubetrain.children import CHILD_KINDS, ChildKind
+
+Obj = Mapping[str, Any]
+JobKey = tuple[str, str]  # (namespace, job name)
+TRAININGS = "trainings"
+WRITTEN_TTL_SECONDS = 120.0
+
+
+def resource_version(obj: Obj) -> int:
+    """The object's resourceVersion as a number (etcd's revision; -1 if absent or not numeric)."""
+    value = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+    return int(value) if value.isdigit() else -1
+
+
+def slim(child: ChildKind, body: Obj) -> dict[str, Any]:
+    """What the cache keeps of a child: everything but the keys nothing reads (a Secret's key material)."""
+    return {key: value for key, value in body.items() if key not in child.drop}
+
+
+class Written:
+    """Objects this operator wrote, until the watch shows that version (thread-safe: syncs run in threads)."""
+
+    def __init__(self, ttl: float = WRITTEN_TTL_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
+        self._ttl = ttl
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._objects: dict[tuple[str, str, str], tuple[float, dict[str, Any]]] = {}
+
+    def remember(self, field: str, obj: Obj) -> None:
+        meta = obj["metadata"]
+        with self._lock:
+            self._objects[(field, meta["namespace"], meta["name"])] = (self._clock(), dict(obj))
+
+    def forget(self, field: str, namespace: str, name: str) -> None:
+        with self._lock:
+            self._objects.pop((field, namespace, name), None)
+
+    def newest(self, field: str, observed: Obj) -> Obj:
+        """`observed`, or what this operator wrote over it when that is newer."""
+        meta = observed["metadata"]
+        written = self._current((field, meta["namespace"], meta["name"]), observed)
+        return written if written is not None else observed
+
+    def unseen(self, field: str, namespace: str, seen: set[str]) -> list[dict[str, Any]]:
+        """Objects of `field` this operator created in `namespace` that the watch has not delivered yet."""
+        with self._lock:
+            keys = [key for key in self._objects if key[0] == field and key[1] == namespace and key[2] not in seen]
+        found = [self._current(key, None) for key in keys]
+        return [obj for obj in found if obj is not None]
+
+    def _current(self, key: tuple[str, str, str], observed: Obj | None) -> dict[str, Any] | None:
+        with self._lock:
+            entry = self._objects.get(key)
+            if entry is None:
+                return None
+            written_at, obj = entry
+            caught_up = observed is not None and resource_version(observed) >= resource_version(obj)
+            if caught_up or self._clock() - written_at > self._ttl:
+                del self._objects[key]
+                return None
+            return obj
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One job's world for one pass: its body and the children it owns, grouped by `CHILD_KINDS` field."""
+
+    training: dict[str, Any]
+    children: dict[str, list[Obj]]
+
+    @property
+    def key(self) -> JobKey:
+        meta = self.training["metadata"]
+        return meta["namespace"], meta["name"]
+
+
+Index = Mapping[JobKey, Iterable[Obj]]  # a kopf index: (namespace, job name) -> the objects under that key
+
+
+def take_snapshot(key: JobKey, trainings: Index, indexes: Mapping[str, Index], written: Written) -> Snapshot | None:
+    """The job's world, or None when the watch no longer has the job (deleted: its children go with it)."""
+    observed = next(iter(trainings.get(key, ())), None)
+    if observed is None:
+        return None
+    training = dict(written.newest(TRAININGS, observed))
+    listed: dict[str, list[Obj]] = {}
+    for child in CHILD_KINDS:
+        objects = [written.newest(child.field, obj) for obj in indexes[child.field].get(key, ())]
+        names = {obj["metadata"]["name"] for obj in objects}
+        fresh = written.unseen(child.field, key[0], names)
+        objects += [obj for obj in fresh if (obj["metadata"].get("labels") or {}).get(LABEL_JOB) == key[1]]
+        listed[child.field] = objects
+    return Snapshot(training, owned(listed, training["metadata"]["uid"]))
+
+
+def owned(listed: Mapping[str, list[Obj]], uid: str) -> dict[str, list[Obj]]:
+    """The objects owned by the job `uid`; pods may also be owned by its launcher Job (the launcher's pods)."""
+    found = {field: [obj for obj in objects if owned_by(obj, {uid})] for field, objects in listed.items()}
+    owners = {uid} | {job["metadata"]["uid"] for job in found["jobs"] if job["metadata"].get("uid")}
+    found["pods"] = [pod for pod in listed["pods"] if owned_by(pod, owners)]
+    return found
+
+
+def owned_by(obj: Obj, uids: set[str]) -> bool:
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return any(ref.get("uid") in uids for ref in refs)

@@ -1,0 +1,106 @@
+"""The cache a sync pass reads: the watch's objects, never older than what the operator itself last wrote, and only
+what the job owns."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from kubetrain.cache import TRAININGS, Written, owned, resource_version, slim, take_snapshot
+from kubetrain.children import BY_KIND, CHILD_KINDS
+from kubetrain.plan import Children
+
+NS, JOB, UID = "team", "cifar", "uid-cifar"
+
+
+def obj(name: str, version: int, owner: str | None = UID, **extra: Any) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": NS, "resourceVersion": str(version),
+                            "labels": {"kubetrain.dev/job-name": JOB}, "uid": f"uid-{name}"}  # fmt: skip
+    if owner:
+        meta["ownerReferences"] = [{"uid": owner}]
+    return {"metadata": meta, **extra}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def indexes(**listed: list[dict[str, Any]]) -> dict[str, dict[tuple[str, str], list[dict[str, Any]]]]:
+    return {child.field: {(NS, JOB): listed.get(child.field, [])} for child in CHILD_KINDS}
+
+
+def training(version: int, **status: Any) -> dict[str, Any]:
+    body = obj(JOB, version, owner=None, status=status)
+    body["metadata"]["uid"] = UID
+    return body
+
+
+def test_planner_children_have_one_field_per_registered_child_kind():
+    assert [f.name for f in dataclasses.fields(Children)] == [child.field for child in CHILD_KINDS]
+
+
+def test_a_status_the_operator_wrote_wins_until_the_watch_delivers_it():
+    written = Written()
+    watched = {(NS, JOB): [training(10, attempt=0, restarts=0)]}
+    written.remember(TRAININGS, training(12, attempt=1, restarts=1))
+    snapshot = take_snapshot((NS, JOB), watched, indexes(), written)
+    assert snapshot is not None and snapshot.training["status"] == {"attempt": 1, "restarts": 1}
+    watched[(NS, JOB)] = [training(12, attempt=1, restarts=1, phase="Restarting")]
+    snapshot = take_snapshot((NS, JOB), watched, indexes(), written)
+    assert snapshot is not None and snapshot.training["status"]["phase"] == "Restarting"  # the watch caught up
+    watched[(NS, JOB)] = [training(11, attempt=0)]  # an older event arriving late is not made newer by our write
+    snapshot = take_snapshot((NS, JOB), watched, indexes(), written)
+    assert snapshot is not None and snapshot.training["status"] == {"attempt": 0}
+
+
+def test_created_children_are_seen_before_their_watch_event_and_forgotten_once_deleted():
+    written = Written()
+    watched = {(NS, JOB): [training(10)]}
+    written.remember("pods", obj("cifar-worker-0", 20))
+    snapshot = take_snapshot((NS, JOB), watched, indexes(), written)
+    assert snapshot is not None and [p["metadata"]["name"] for p in snapshot.children["pods"]] == ["cifar-worker-0"]
+    written.forget("pods", NS, "cifar-worker-0")  # the watch said DELETED
+    snapshot = take_snapshot((NS, JOB), watched, indexes(), written)
+    assert snapshot is not None and snapshot.children["pods"] == []
+
+
+def test_writes_expire_so_a_missed_event_cannot_pin_a_stale_object_forever():
+    clock = Clock()
+    written = Written(ttl=60, clock=clock)
+    written.remember("pods", obj("cifar-worker-0", 20))
+    clock.now = 61
+    assert written.unseen("pods", NS, set()) == []
+
+
+def test_a_deleted_training_has_no_snapshot_even_with_a_recent_write():
+    written = Written()
+    written.remember(TRAININGS, training(12))
+    assert take_snapshot((NS, JOB), {}, indexes(), written) is None
+
+
+def test_only_owned_children_and_the_launchers_pods_are_in_the_snapshot():
+    launcher = obj("cifar-launcher", 5)
+    listed = {
+        "pods": [obj("cifar-worker-0", 6), obj("cifar-launcher-x1", 7, owner="uid-cifar-launcher"),
+                 obj("imposter", 8, owner="someone-else")],  # fmt: skip
+        "jobs": [launcher],
+        **{child.field: [] for child in CHILD_KINDS if child.field not in ("pods", "jobs")},
+    }
+    found = owned(listed, UID)
+    assert [p["metadata"]["name"] for p in found["pods"]] == ["cifar-worker-0", "cifar-launcher-x1"]
+    assert found["jobs"] == [launcher]
+
+
+def test_the_cache_keeps_no_key_material():
+    secret = obj("cifar-ssh", 3, data={"id_ed25519": "c2VjcmV0"}, type="Opaque")
+    kept = slim(BY_KIND[("v1", "Secret")], secret)
+    assert "data" not in kept and kept["metadata"]["name"] == "cifar-ssh"
+
+
+def test_resource_versions_compare_as_numbers():
+    assert resource_version(obj("a", 10)) > resource_version(obj("a", 9))
+    assert resource_version({"metadata": {}}) == -1
