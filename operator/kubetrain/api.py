@@ -31,9 +31,20 @@ MAX_WORKERS = 1000
 # Pod hostnames are `<name>-worker-<i>` and must fit a 63-character DNS label with up to 3 digits of index.
 MAX_NAME_LENGTH = 63 - len("-worker-") - len(str(MAX_WORKERS - 1))
 RESERVED_ENV_PREFIX = "KUBETRAIN_"
+MAX_COMMAND_ITEMS, MAX_COMMAND_ITEM_LENGTH = 256, 4096
+MAX_ENV_ENTRIES, MAX_ENV_NAME_LENGTH, MAX_ENV_VALUE_LENGTH = 128, 256, 65536
 
 # Paths kubetrain mounts into every pod itself (see kubetrain.build.names and .pods): volumes may not land on them.
 RESERVED_MOUNT_PATHS = ("/etc/kubetrain", "/home/kubetrain", "/tmp", "/dev/shm")
+# What the image itself needs (kubetrain/base and the system): a volume on, under or above one would hide it.
+IMAGE_PATHS = ("/opt/venv", "/opt/kubetrain", "/run/sshd", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/proc",
+               "/sys", "/dev")  # fmt: skip
+# A Docker image reference: [registry[:port]/]path[:tag][@digest] (the CRD's spec.image pattern).
+_IMAGE = re.compile(
+    r"^(([a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?(\.[a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?)*(:[0-9]+)?/)?"
+    r"[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*(/[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*)*)"
+    r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@[A-Za-z][A-Za-z0-9]*([-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$"
+)
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -138,11 +149,16 @@ def parse_spec(spec: Any) -> JobSpec:
     """Parse `.spec`, applying defaults; raises SpecError naming the first bad field."""
     spec = _mapping(spec, "spec", required=True)
     image = spec.get("image")
-    if not isinstance(image, str) or not image.strip():
+    if not isinstance(image, str) or not image:
         raise SpecError("spec.image", "is required: the container image that holds the training program")
+    if len(image) > 1024 or not _IMAGE.fullmatch(image):
+        raise SpecError("spec.image", f"{image!r} is not an image reference, e.g. registry.example.com/team/cifar:1.0")
     command = spec.get("command")
-    if not isinstance(command, list) or not command or not all(isinstance(c, str) and c for c in command):
-        raise SpecError("spec.command", "is required: a non-empty list of strings, e.g. [python, -m, mnist]")
+    if not isinstance(command, list) or not command or len(command) > MAX_COMMAND_ITEMS:
+        raise SpecError("spec.command", f"is required: 1 to {MAX_COMMAND_ITEMS} strings, e.g. [python, -m, mnist]")
+    for index, item in enumerate(command):
+        if not isinstance(item, str) or not item or len(item) > MAX_COMMAND_ITEM_LENGTH:
+            raise SpecError(f"spec.command[{index}]", f"must be a string of 1 to {MAX_COMMAND_ITEM_LENGTH} characters")
     resources = _parse_resources(_mapping(spec.get("resources"), "spec.resources"))
     workers = _integer(spec.get("workers", DEFAULT_WORKERS), "spec.workers", minimum=1, maximum=MAX_WORKERS)
     default_slots = resources.gpus_per_worker or 1
@@ -168,7 +184,7 @@ def parse_spec(spec: Any) -> JobSpec:
     if pull_policy is not None and pull_policy not in ("Always", "IfNotPresent", "Never"):
         raise SpecError("spec.imagePullPolicy", "must be one of Always, IfNotPresent, Never")
     return JobSpec(
-        image=image.strip(),
+        image=image,
         command=tuple(command),
         env=_parse_env(spec.get("env")),
         workers=workers,
@@ -196,12 +212,20 @@ def _parse_resources(raw: Mapping[str, Any]) -> Resources:
 def _parse_volume(raw: Any, path: str, default_mount: str, default_read_only: bool) -> Volume:
     raw = _mapping(raw, path)
     claim = raw.get("claimName")
-    if claim is not None and (not isinstance(claim, str) or not claim):
+    if claim is not None and (not isinstance(claim, str) or len(claim) > 253 or not _DNS_SUBDOMAIN.fullmatch(claim)):
         raise SpecError(f"{path}.claimName", "must be the name of a PersistentVolumeClaim in the job's namespace")
     mount = raw.get("mountPath", default_mount)
     normal = posixpath.normpath(mount) if isinstance(mount, str) else ""
-    if not isinstance(mount, str) or not mount.startswith("/") or normal in ("/", "//"):
+    if not isinstance(mount, str) or not mount.startswith("/") or normal in ("/", "//") or "//" in mount:
         raise SpecError(f"{path}.mountPath", f"must be an absolute path other than /, got {mount!r}")
+    if {".", ".."} & set(mount.split("/")):
+        raise SpecError(f"{path}.mountPath", f"{mount!r} must not contain . or .. segments; write the path out")
+    for needed in IMAGE_PATHS:
+        if normal == needed or normal.startswith(needed + "/") or needed.startswith(normal + "/"):
+            raise SpecError(
+                f"{path}.mountPath",
+                f"{mount!r} would hide what the image itself needs ({needed}); choose another path, e.g. /data",
+            )
     for reserved in RESERVED_MOUNT_PATHS:
         if normal == reserved or normal.startswith(reserved + "/"):
             raise SpecError(
@@ -218,15 +242,15 @@ def _parse_volume(raw: Any, path: str, default_mount: str, default_read_only: bo
 def _parse_env(raw: Any) -> tuple[Mapping[str, Any], ...]:
     if raw is None:
         return ()
-    if not isinstance(raw, list):
-        raise SpecError("spec.env", "must be a list of {name, value} entries")
+    if not isinstance(raw, list) or len(raw) > MAX_ENV_ENTRIES:
+        raise SpecError("spec.env", f"must be a list of at most {MAX_ENV_ENTRIES} {{name, value}} entries")
     seen: set[str] = set()
     for index, entry in enumerate(raw):
         where = f"spec.env[{index}]"
         if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
             raise SpecError(f"{where}.name", "is required")
         name = entry["name"]
-        if not _ENV_NAME.match(name):
+        if not _ENV_NAME.fullmatch(name) or len(name) > MAX_ENV_NAME_LENGTH:
             raise SpecError(f"{where}.name", f"{name!r} is not a valid environment variable name")
         if name.startswith(RESERVED_ENV_PREFIX):
             raise SpecError(
@@ -236,6 +260,8 @@ def _parse_env(raw: Any) -> tuple[Mapping[str, Any], ...]:
             raise SpecError(f"{where}.name", f"{name!r} is listed twice")
         if "value" in entry and not isinstance(entry["value"], str):
             raise SpecError(f"{where}.value", "must be a string (quote numbers in YAML)")
+        if len(entry.get("value", "")) > MAX_ENV_VALUE_LENGTH:
+            raise SpecError(f"{where}.value", f"must be at most {MAX_ENV_VALUE_LENGTH} characters")
         if "valueFrom" in entry:
             if "value" in entry:
                 raise SpecError(f"{where}.valueFrom", "cannot be given together with value: keep one")
@@ -272,8 +298,9 @@ def _parse_scheduling(raw: Mapping[str, Any]) -> Scheduling:
     for index, toleration in enumerate(tolerations):
         _check_toleration(toleration, f"spec.scheduling.tolerations[{index}]")
     priority = raw.get("priorityClassName")
-    if priority is not None and not isinstance(priority, str):
-        raise SpecError("spec.scheduling.priorityClassName", "must be a string")
+    if priority is not None and (not isinstance(priority, str) or len(priority) > 253
+                                 or not _DNS_SUBDOMAIN.fullmatch(priority)):  # fmt: skip
+        raise SpecError("spec.scheduling.priorityClassName", "must be the name of a PriorityClass, e.g. high-priority")
     return Scheduling(dict(selector), tuple(dict(t) for t in tolerations), priority)
 
 

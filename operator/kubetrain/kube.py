@@ -12,17 +12,11 @@ from typing import Any, cast
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
-from kubernetes.dynamic.exceptions import (
-    BadRequestError,
-    ConflictError,
-    DynamicApiError,
-    ForbiddenError,
-    NotFoundError,
-    UnprocessibleEntityError,
-)
+from kubernetes.dynamic.exceptions import ConflictError, DynamicApiError, NotFoundError
 
 from kubetrain.api import GROUP, KIND, PLURAL, VERSION
 from kubetrain.cache import owned_by
+from kubetrain.refusals import Refusal, classify
 
 log = logging.getLogger(__name__)
 
@@ -33,16 +27,12 @@ class ChildConflict(RuntimeError):
     """A child's name is taken by an object this job does not own."""
 
 
-class ChildRejected(RuntimeError):
-    """The API server refused a child built from the spec (invalid, or forbidden by admission): the spec's fault."""
+class ChildRefused(RuntimeError):
+    """The API server refused to create a child: what it means for the job is in `refusal`."""
 
-
-def _rejection(obj: Mapping[str, Any], error: DynamicApiError) -> ChildRejected | None:
-    """A permanent refusal of `obj` (400, 422, PodSecurity admission), as a message naming it; else None."""
-    summary = str(error.summary())
-    if isinstance(error, ForbiddenError) and "PodSecurity" not in summary:
-        return None  # RBAC: the operator's own permissions, not the spec
-    return ChildRejected(f"the API server refused {obj['kind']} {obj['metadata']['name']}: {summary}")
+    def __init__(self, refusal: Refusal) -> None:
+        super().__init__(refusal.message)
+        self.refusal = refusal
 
 
 def load_api_client() -> client.ApiClient:
@@ -82,11 +72,6 @@ class Kube:
         meta = obj["metadata"]
         try:
             return dict(resource.create(body=dict(obj), namespace=meta["namespace"]).to_dict())
-        except (BadRequestError, UnprocessibleEntityError, ForbiddenError) as error:
-            rejected = _rejection(obj, error)
-            if rejected is None:
-                raise
-            raise rejected from None
         except ConflictError:
             existing = resource.get(name=meta["name"], namespace=meta["namespace"]).to_dict()
             if not owned_by(existing, {owner_uid}):
@@ -95,6 +80,11 @@ class Kube:
                     "DistributedTraining: delete or rename it"
                 ) from None
             return dict(existing)
+        except DynamicApiError as error:
+            refusal = classify(error.status, obj["kind"], meta["name"], str(error.summary()))
+            if refusal is None:
+                raise
+            raise ChildRefused(refusal) from None
 
     def patch(self, obj: Mapping[str, Any]) -> None:
         resource = self._resource(obj["apiVersion"], obj["kind"])

@@ -205,8 +205,15 @@ def _run(
         message = f"{ready}/{job.spec.workers} workers ready"
     if unschedulable and not launcher_running:
         reason, message = r.UNSCHEDULABLE, f"worker pods cannot be scheduled: {unschedulable}"
+    # Until the children the API server refused exist, the job keeps saying why it waits (kubetrain.sync wrote it).
+    creating = any(isinstance(action, (Create, CreateSshSecret)) for action in plan.actions)
+    refused = creating and status.get("reason") in r.WAITING_REFUSALS
+    if refused:
+        reason, message = str(status["reason"]), str(status.get("message", ""))
     conditions = {
-        r.COND_CREATED: ("True", r.CHILDREN_CREATED, "Secret, ConfigMap, Service, RBAC and worker pods created"),
+        r.COND_CREATED: ("False", reason, message)
+        if refused
+        else ("True", r.CHILDREN_CREATED, "Secret, ConfigMap, Service, RBAC and worker pods created"),
         r.COND_WORKERS_READY: (
             "True" if all_ready else "False",
             r.WORKERS_READY if all_ready else r.WAITING_FOR_WORKERS,

@@ -15,6 +15,11 @@ Key = tuple[str, str]  # (namespace, name)
 Snapshot = TypeVar("Snapshot")
 
 
+class RetryLater(RuntimeError):
+    """A sync that cannot finish yet for a reason already reported to the user: retried with backoff, logged in one
+    line."""
+
+
 class SyncQueue(Generic[Snapshot]):
     """For each poked key: `read(key)` on the event loop (cheap: the watch-fed cache, which only the loop changes),
     then `sync(snapshot) -> seconds | None` in a worker thread, serialised per key."""
@@ -67,11 +72,15 @@ class SyncQueue(Generic[Snapshot]):
         try:
             with SYNC_SECONDS.time():
                 delay = await asyncio.to_thread(self._sync, snapshot)
-        except Exception:  # the operator never dies on one job: log it and retry later, backing off
+        except Exception as error:  # the operator never dies on one job: log it and retry later, backing off
             SYNC_ERRORS.inc()
             self._failures[key] = self._failures.get(key, 0) + 1
             retry = self.retry_delay(key)
-            log.exception("sync of %s/%s failed (%d in a row); retrying in %.1fs", *key, self._failures[key], retry)
+            line = "sync of %s/%s failed (%d in a row); retrying in %.1fs"
+            if isinstance(error, RetryLater):
+                log.warning(line + ": %s", *key, self._failures[key], retry, error)
+            else:
+                log.exception(line, *key, self._failures[key], retry)
             return retry
         self._failures.pop(key, None)
         return delay

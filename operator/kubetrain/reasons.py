@@ -39,6 +39,12 @@ BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
 DEADLINE_EXCEEDED = "DeadlineExceeded"
 INVALID_SPEC = "InvalidSpec"
 CHILD_CONFLICT = "ChildConflict"
+# The API server refused a child (kubetrain.refusals): the first three wait and retry, the fourth fails the job.
+QUOTA_EXCEEDED = "QuotaExceeded"
+OPERATOR_FORBIDDEN = "OperatorForbidden"
+ADMISSION_UNAVAILABLE = "AdmissionUnavailable"
+ADMISSION_DENIED = "AdmissionDenied"
+WAITING_REFUSALS = (QUOTA_EXCEEDED, OPERATOR_FORBIDDEN, ADMISSION_UNAVAILABLE)
 SUSPENDED_BY_USER = "SuspendedByUser"
 RESUMED = "Resumed"
 TTL_EXPIRED = "TTLExpired"

@@ -16,7 +16,7 @@ from kubetrain.build.ssh import build_ssh_secret
 from kubetrain.cache import TRAININGS, Snapshot, Written
 from kubetrain.children import BY_KIND
 from kubetrain.keys import generate_ssh_keypair
-from kubetrain.kube import ChildConflict, ChildRejected, Kube
+from kubetrain.kube import ChildConflict, ChildRefused, Kube
 from kubetrain.metrics import record_transition
 from kubetrain.plan import (
     Children,
@@ -29,6 +29,8 @@ from kubetrain.plan import (
     decide,
     status_changed,
 )
+from kubetrain.queue import RetryLater
+from kubetrain.refusals import Refusal
 from kubetrain.status import iso, merge_conditions
 
 log = logging.getLogger(__name__)
@@ -50,14 +52,18 @@ def sync_training(kube: Kube, written: Written, snapshot: Snapshot) -> float | N
     try:
         job = parse_job(body)
     except SpecError as error:
-        _reject(writer, status, str(error), now)
+        _fail(writer, status, reasons.INVALID_SPEC, f"invalid spec: {error}", now)
         return None
     plan = decide(job, status, Children(**snapshot.children), now)
     try:
         _apply(writer, status, plan, job)
-    except ChildRejected as rejected:  # what the parser could not foresee: fail once, loudly, instead of retrying
-        _reject(writer, status, str(rejected), now)
-        return None
+    except ChildRefused as refused:  # what the parser could not foresee
+        refusal = refused.refusal
+        if not refusal.retry:  # fail once, loudly, instead of retrying
+            _fail(writer, status, refusal.reason, refusal.message, now)
+            return None
+        _wait(writer, {**status, **(plan.status or {})}, refusal, now)
+        raise RetryLater(refusal.message) from None
     except ChildConflict as conflict:
         writer.status(status, _conflict_status(status, str(conflict), now))
         writer.event(reasons.CHILD_CONFLICT, str(conflict), "Warning")
@@ -111,25 +117,38 @@ def _apply(writer: Writer, status: dict[str, Any], plan: Plan, job: Job) -> None
         writer.event(event.reason, event.message, event.type)
 
 
-def _reject(writer: Writer, status: dict[str, Any], error: str, now: datetime) -> None:
-    """A spec the operator cannot run: Failed, naming the field and the fix; never retried until the spec changes."""
+def _fail(writer: Writer, status: dict[str, Any], reason: str, message: str, now: datetime) -> None:
+    """A spec the operator cannot run: Failed, naming the field or the refusal and the fix; never retried until the
+    spec changes."""
     body = writer.body
     generation = body["metadata"].get("generation")
-    if status.get("reason") == reasons.INVALID_SPEC and status.get("observedGeneration") == generation:
+    if status.get("reason") == reason and status.get("observedGeneration") == generation:
         return
-    message = f"invalid spec: {error}"
     new = {
         "phase": reasons.FAILED,
-        "reason": reasons.INVALID_SPEC,
+        "reason": reason,
         "message": message,
-        "conditions": merge_conditions(
-            status.get("conditions") or [], {reasons.COND_FAILED: ("True", reasons.INVALID_SPEC, message)}, now
-        ),
+        "conditions": merge_conditions(status.get("conditions") or [], {reasons.COND_FAILED: ("True", reason, message)},
+                                       now),  # fmt: skip
         "completionTime": iso(now),
     }
     writer.status(status, new)
-    writer.event(reasons.INVALID_SPEC, message, "Warning")
+    writer.event(reason, message, "Warning")
     log.warning("%s/%s: %s", body["metadata"]["namespace"], body["metadata"]["name"], message)
+
+
+def _wait(writer: Writer, status: dict[str, Any], refusal: Refusal, now: datetime) -> None:
+    """A refusal that may clear (quota, the operator's RBAC, a webhook down): the job keeps its phase and says why
+    it waits; one event per new message, not per retry."""
+    conditions = {reasons.COND_CREATED: ("False", refusal.reason, refusal.message)}
+    new = {
+        "reason": refusal.reason,
+        "message": refusal.message,
+        "conditions": merge_conditions(status.get("conditions") or [], conditions, now),
+    }
+    if status_changed(status, new):
+        writer.status(status, new)
+        writer.event(refusal.reason, refusal.message, "Warning")
 
 
 def _conflict_status(status: dict[str, Any], message: str, now: datetime) -> dict[str, Any]:

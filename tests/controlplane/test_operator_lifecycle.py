@@ -220,3 +220,39 @@ def test_spec_the_schema_cannot_catch_fails_with_the_field_named(
     assert failed["reason"] == "InvalidSpec" and "spec.checkpoint.mountPath" in failed["message"]
     assert not live_pods(control_plane, namespace, "clash")
     assert operator.alive()
+
+
+def test_worker_refused_by_a_full_quota_waits_saying_so_then_starts_when_there_is_room(
+    control_plane: ControlPlane, namespace: str, operator: OperatorProcess
+) -> None:
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "one-pod", "namespace": namespace},
+             "spec": {"hard": {"pods": "1"}}}
+    control_plane.apply(quota)
+    wait_until(lambda: control_plane.get("resourcequota", "one-pod", namespace).get("status", {}).get("hard"),
+               message="the quota controller to count the namespace")
+    create(control_plane, namespace, training("squeezed", resources={"gpusPerWorker": 0}))
+    waiting = wait_for_status(control_plane, namespace, "squeezed", operator, reason="QuotaExceeded")
+    assert waiting["phase"] == "Pending" and "one-pod" in waiting["message"] and "ResourceQuota" in waiting["message"]
+    assert len(live_pods(control_plane, namespace, "squeezed")) == 1
+    warned = [e for e in events(control_plane, namespace, "squeezed") if e["reason"] == "QuotaExceeded"]
+    assert warned and warned[0]["type"] == "Warning" and "one-pod" in warned[0]["message"]
+
+    control_plane.apply({**quota, "spec": {"hard": {"pods": "10"}}})
+    wait_for_pods(control_plane, namespace, "squeezed", 2, timeout=180)
+    started = wait_for_status(control_plane, namespace, "squeezed", operator, phase="Running", timeout=180)
+    assert started["reason"] != "QuotaExceeded"
+    assert "Traceback" not in operator.log_text(), "a refusal is reported, not a crash"
+
+
+def test_worker_refused_by_admission_fails_the_job_with_the_api_servers_words(
+    control_plane: ControlPlane, namespace: str, operator: OperatorProcess
+) -> None:
+    create(control_plane, namespace, training("urgent", scheduling={"priorityClassName": "no-such-class"}))
+    failed = wait_for_status(control_plane, namespace, "urgent", operator, phase="Failed")
+    assert failed["reason"] == "AdmissionDenied"
+    assert "no PriorityClass with name no-such-class was found" in failed["message"]
+    assert "change the spec" in failed["message"]
+    assert not live_pods(control_plane, namespace, "urgent")
+    assert [e for e in events(control_plane, namespace, "urgent") if e["reason"] == "AdmissionDenied"]
+    assert "Traceback" not in operator.log_text()
+    assert operator.alive()

@@ -114,6 +114,18 @@ CORPUS: list[BadInput] = [
     BadInput("env-twice", "combination", "spec.env[1]",
              spec_set("env", [{"name": "SEED", "value": "1"}, {"name": "SEED", "value": "2"}])),
     BadInput("relative-mount", "combination", "spec.data.mountPath", spec_set("data.mountPath", "data")),
+    # what can never work, seen in the spec alone
+    BadInput("image-uppercase", "never works", "spec.image", spec_set("image", "Kubetrain/MNIST:0.1.0")),
+    BadInput("image-spaces", "never works", "spec.image", spec_set("image", "kubetrain/mnist 0.1.0")),
+    BadInput("image-empty-tag", "never works", "spec.image", spec_set("image", "kubetrain/mnist:")),
+    BadInput("claim-name-uppercase", "never works", "spec.data.claimName", spec_set("data.claimName", "HDF5_Data")),
+    BadInput("priority-class-spaces", "never works", "spec.scheduling.priorityClassName",
+             spec_set("scheduling.priorityClassName", "very high")),
+    BadInput("data-on-the-venv", "never works", "spec.data.mountPath", spec_set("data.mountPath", "/opt/venv")),
+    BadInput("checkpoint-above-the-entrypoints", "never works", "spec.checkpoint.mountPath",
+             spec_set("checkpoint.mountPath", "/opt")),
+    BadInput("data-under-usr", "never works", "spec.data.mountPath", spec_set("data.mountPath", "/usr/share/data")),
+    BadInput("mount-dot-dot", "never works", "spec.data.mountPath", spec_set("data.mountPath", "/data/../opt/venv")),
     # names
     BadInput("name-53-chars", "name", "metadata.name", rename("n" * 53)),
     BadInput("name-300-chars", "name", "metadata.name", rename("n" * 300)),

@@ -279,3 +279,22 @@ def test_launcher_that_never_reached_a_worker_says_so() -> None:
     plan = decide(job, {"phase": r.RUNNING}, children, NOW)
     assert plan.status["reason"] == r.WORKERS_UNREACHABLE and plan.status["phase"] == r.RESTARTING
     assert "cifar-worker-1.cifar.ml.svc did not accept ssh" in plan.status["message"]
+
+
+def test_a_refused_worker_keeps_the_refusal_in_status_until_it_exists() -> None:
+    job = job_of()
+    message = 'the API server refused Pod cifar-worker-1: exceeded quota: pods. the job waits'
+    waiting = {"phase": r.PENDING, "reason": r.QUOTA_EXCEEDED, "message": message}
+    one = Children(pods=[worker(job, 0, ready=False)], **config_children(job))
+    plan = decide(job, waiting, one, NOW)
+    assert created_kinds(plan) == ["Pod"], "the refused worker is tried again"
+    assert (plan.status["phase"], plan.status["reason"], plan.status["message"]) == (r.PENDING, r.QUOTA_EXCEEDED,
+                                                                                      message)
+    created = next(c for c in plan.status["conditions"] if c["type"] == r.COND_CREATED)
+    assert (created["status"], created["reason"]) == ("False", r.QUOTA_EXCEEDED)
+    assert not status_changed({**waiting, **plan.status}, plan.status), "a retry rewrites nothing"
+    both = Children(pods=[worker(job, 0, ready=False), worker(job, 1, ready=False)], **config_children(job))
+    cleared = decide(job, {**waiting, **plan.status}, both, NOW)
+    assert cleared.status["reason"] == r.WAITING_FOR_WORKERS
+    created = next(c for c in cleared.status["conditions"] if c["type"] == r.COND_CREATED)
+    assert (created["status"], created["reason"]) == ("True", r.CHILDREN_CREATED)
