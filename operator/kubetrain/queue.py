@@ -25,9 +25,11 @@ class SyncQueue(Generic[Snapshot]):
     then `sync(snapshot) -> seconds | None` in a worker thread, serialised per key."""
 
     def __init__(self, read: Callable[[Key], Snapshot | None], sync: Callable[[Snapshot], float | None],
-                 error_retry_seconds: float = 1.0, max_retry_seconds: float = 300.0) -> None:  # fmt: skip
+                 error_retry_seconds: float = 1.0, max_retry_seconds: float = 300.0,
+                 active: Callable[[], bool] = lambda: True) -> None:  # fmt: skip
         self._read = read
         self._sync = sync
+        self._active = active  # False on a standby replica: pokes are dropped; the leader-to-be pokes every job
         self._first_retry = error_retry_seconds
         self._max_retry = max_retry_seconds
         self._failures: dict[Key, int] = {}
@@ -65,6 +67,8 @@ class SyncQueue(Generic[Snapshot]):
         return min(self._first_retry * 2 ** max(failures - 1, 0), self._max_retry)
 
     async def _run(self, key: Key) -> float | None:
+        if not self._active():
+            return None
         snapshot = self._read(key)
         if snapshot is None:
             self._failures.pop(key, None)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -21,6 +23,7 @@ from kubetrain.build.names import LABEL_JOB
 from kubetrain.cache import TRAININGS, Snapshot, Written, slim, take_snapshot
 from kubetrain.children import CHILD_KINDS, ChildKind
 from kubetrain.kube import Kube, load_api_client
+from kubetrain.leader import Elector
 from kubetrain.queue import Key, SyncQueue
 from kubetrain.sync import sync_training
 
@@ -48,12 +51,41 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: 
         return take_snapshot(key, trainings, indexes, written)
 
     memo.written = written
+    memo.elector = None
+    if config.lease_name:
+        identity = f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
+        memo.elector = Elector(api_client, config.lease_namespace, config.lease_name, identity)
     memo.queue = SyncQueue(read, lambda snapshot: sync_training(kube, written, snapshot),
-                           config.error_retry_seconds, config.max_retry_seconds)  # fmt: skip
+                           config.error_retry_seconds, config.max_retry_seconds,
+                           active=lambda: memo.elector is None or memo.elector.leading())  # fmt: skip
+    if memo.elector is not None:
+        memo.leading_task = asyncio.create_task(_lead(memo.elector, memo.queue, trainings))
     if config.metrics_port:
         from kubetrain.metrics import serve_metrics
 
         serve_metrics(config.metrics_port)
+
+
+async def _lead(elector: Elector, queue: SyncQueue[Snapshot], trainings: kopf.Index[Key, Any]) -> None:
+    """Acquire or renew the Lease every few seconds; on becoming the leader, look at every job once."""
+    leading = False
+    while True:
+        now_leading = await asyncio.to_thread(elector.try_lead)
+        if now_leading and not leading:
+            for key in list(trainings):
+                asyncio.ensure_future(queue.poke(key))
+        leading = now_leading
+        await asyncio.sleep(elector.timing.retry_seconds)
+
+
+@kopf.on.cleanup()
+async def release_lease(memo: kopf.Memo, **_: Any) -> None:
+    """A clean stop (rollout, scale-down) hands the Lease to a standby at once."""
+    task = getattr(memo, "leading_task", None)
+    if task is not None:
+        task.cancel()
+    if getattr(memo, "elector", None) is not None:
+        await asyncio.to_thread(memo.elector.release)
 
 
 @kopf.index(GROUP, VERSION, PLURAL, id=INDEX + TRAININGS)

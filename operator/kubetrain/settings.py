@@ -16,6 +16,10 @@ class Settings:
     max_retry_seconds: float = 300.0
     # KUBETRAIN_METRICS_PORT: port of the Prometheus /metrics endpoint (0 disables it).
     metrics_port: int = 0
+    # KUBETRAIN_LEASE_NAMESPACE / KUBETRAIN_LEASE_NAME: the Lease that elects the one replica that syncs jobs;
+    # unset: no election, this process always syncs (one replica, or `kopf run` on a laptop).
+    lease_namespace: str = ""
+    lease_name: str = ""
 
 
 def from_environment(environ: dict[str, str] | None = None) -> Settings:
@@ -25,4 +29,6 @@ def from_environment(environ: dict[str, str] | None = None) -> Settings:
         error_retry_seconds=float(env.get("KUBETRAIN_ERROR_RETRY_SECONDS", Settings.error_retry_seconds)),
         max_retry_seconds=float(env.get("KUBETRAIN_MAX_RETRY_SECONDS", Settings.max_retry_seconds)),
         metrics_port=int(env.get("KUBETRAIN_METRICS_PORT", Settings.metrics_port)),
+        lease_namespace=env.get("KUBETRAIN_LEASE_NAMESPACE", ""),
+        lease_name=env.get("KUBETRAIN_LEASE_NAME", ""),
     )

@@ -37,17 +37,18 @@ def install_crd(plane: ControlPlane) -> None:
 class OperatorProcess:
     """`kopf run -m kubetrain.reconcile` as a child process, watching one namespace."""
 
-    def __init__(self, plane: ControlPlane, namespace: str, log_path: Path) -> None:
+    def __init__(self, plane: ControlPlane, namespace: str, log_path: Path, env: dict[str, str] | None = None) -> None:
         self.plane = plane
         self.namespace = namespace
         self.log_path = log_path
+        self.env = env or {}
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
     def start(self) -> OperatorProcess:
         command = [sys.executable, "-m", "kopf", "run", "--standalone", "--namespace", self.namespace,
                    "-m", "kubetrain.reconcile"]
-        env = {**self.plane.env(), "PYTHONUNBUFFERED": "1"}
+        env = {**self.plane.env(), "PYTHONUNBUFFERED": "1", **self.env}
         log = self.log_path.open("ab")
         log.write(f"--- operator start {self.starts + 1} ---\n".encode())
         self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)

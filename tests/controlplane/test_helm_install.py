@@ -99,6 +99,7 @@ class ChartOperator(OperatorProcess):
     def __init__(self, plane: ControlPlane, deployment: dict[str, Any], kubeconfig: Path, log_path: Path) -> None:
         super().__init__(plane, "", log_path)
         self.container = deployment["spec"]["template"]["spec"]["containers"][0]
+        self.pod_namespace = deployment["metadata"]["namespace"]
         self.kubeconfig = kubeconfig
         self.health_port, self.metrics_port = free_port(), free_port()
 
@@ -107,7 +108,7 @@ class ChartOperator(OperatorProcess):
         assert command[0] == "kopf", command
         args = [re.sub(r"^--liveness=http://0\.0\.0\.0:\d+/", f"--liveness=http://127.0.0.1:{self.health_port}/", a)
                 for a in args]
-        env = {item["name"]: item["value"] for item in self.container.get("env", [])}
+        env = {item["name"]: self._value(item) for item in self.container.get("env", [])}
         env["KUBETRAIN_METRICS_PORT"] = str(self.metrics_port)
         clean = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
         log = self.log_path.open("ab")
@@ -117,6 +118,13 @@ class ChartOperator(OperatorProcess):
             env={**clean, **env, "KUBECONFIG": str(self.kubeconfig), "PYTHONUNBUFFERED": "1"})
         self.starts += 1
         return self
+
+    def _value(self, item: dict[str, Any]) -> str:
+        """An env entry's value as the kubelet would resolve it (the downward API's namespace is the only source)."""
+        if "value" in item:
+            return str(item["value"])
+        assert item["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace", item
+        return str(self.pod_namespace)
 
     def get(self, port: int, path: str) -> tuple[int, str]:
         try:

@@ -53,6 +53,11 @@ def of_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [doc for doc in docs if doc["kind"] == kind]
 
 
+def is_leader_rbac(doc: dict[str, Any]) -> bool:
+    """The Role (and its binding) for the leader-election Lease in the release namespace."""
+    return bool(doc["metadata"]["name"].endswith("-leader") and doc["metadata"]["namespace"] == RELEASE_NAMESPACE)
+
+
 def the(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     found = of_kind(docs, kind)
     assert len(found) == 1, f"expected one {kind}, found {len(found)}"
@@ -96,7 +101,8 @@ def test_rendered_manifests_match_the_reviewed_golden_files(golden: str, values:
 def test_default_install_watches_every_namespace_through_a_cluster_role() -> None:
     docs = render()
     assert "--all-namespaces" in container(docs)["args"]
-    assert not of_kind(docs, "Role") and not of_kind(docs, "RoleBinding")
+    job_roles = [d for d in of_kind(docs, "Role") + of_kind(docs, "RoleBinding") if not is_leader_rbac(d)]
+    assert not job_roles, "cluster-wide rights only, besides the Lease in the operator's namespace"
     binding = the(docs, "ClusterRoleBinding")
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                                   "name": the(docs, "ClusterRole")["metadata"]["name"]}
@@ -110,7 +116,8 @@ def test_listed_namespaces_get_a_role_each_and_no_cluster_wide_rights() -> None:
     assert [a for a in args if a.startswith("--namespace")] == ["--namespace=team-a", "--namespace=team-b"]
     assert "--all-namespaces" not in args
     assert not of_kind(docs, "ClusterRole") and not of_kind(docs, "ClusterRoleBinding")
-    assert sorted(r["metadata"]["namespace"] for r in of_kind(docs, "Role")) == ["team-a", "team-b"]
+    roles = [r for r in of_kind(docs, "Role") if not is_leader_rbac(r)]
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
     account = the(docs, "ServiceAccount")["metadata"]
     for binding in of_kind(docs, "RoleBinding"):
         assert binding["roleRef"]["kind"] == "Role"
@@ -137,7 +144,7 @@ def test_an_existing_service_account_is_used_when_the_chart_does_not_create_one(
 @pytest.mark.parametrize("values", [(), NAMESPACED], ids=["cluster-wide", "namespaced"])
 def test_rules_allow_every_watch_and_every_child_the_operator_manages(values: tuple[str, ...]) -> None:
     docs = render(*values)
-    for role in of_kind(docs, "ClusterRole") + of_kind(docs, "Role"):
+    for role in of_kind(docs, "ClusterRole") + [r for r in of_kind(docs, "Role") if not is_leader_rbac(r)]:
         rules = role["rules"]
         for handler in kopf.get_default_registry()._watching.get_all_handlers():
             selector = handler.selector
@@ -180,10 +187,16 @@ def test_rules_grant_nothing_cluster_scoped_or_wildcard() -> None:
 # the Deployment
 
 
-def test_operator_runs_as_one_hardened_replica_replaced_not_rolled() -> None:
-    docs = render()
+def test_operator_runs_hardened_and_replicas_elect_one_leader_through_a_lease() -> None:
+    docs = render("--set", "replicas=2")
     spec = the(docs, "Deployment")["spec"]
-    assert spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"}
+    assert spec["replicas"] == 2 and spec["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}
+    env = {e["name"]: e for e in container(docs)["env"]}
+    assert env["KUBETRAIN_LEASE_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    leader = [d for d in of_kind(docs, "Role") if d["metadata"]["name"].endswith("-leader")]
+    assert [d["metadata"]["namespace"] for d in leader] == ["kubetrain-system"]
+    assert leader[0]["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                                   "verbs": ["get", "create", "update"]}]
     pod = spec["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
@@ -208,7 +221,7 @@ def test_operator_command_and_settings_reach_the_container() -> None:
     main = container(render("--set", "operator.syncThreads=4", "--set", "operator.errorRetrySeconds=2.5",
                             "--set", "operator.verbosity=debug", "--set", "operator.logFormat=plain"))
     assert main["command"] == ["kopf", "run", "--standalone", "-m", "kubetrain.reconcile"]
-    env = {item["name"]: item["value"] for item in main["env"]}
+    env = {item["name"]: item.get("value") for item in main["env"]}
     assert env["KUBETRAIN_SYNC_THREADS"] == "4" and env["KUBETRAIN_ERROR_RETRY_SECONDS"] == "2.5"
     assert "--debug" in main["args"] and "--log-format=plain" in main["args"]
 
@@ -216,7 +229,7 @@ def test_operator_command_and_settings_reach_the_container() -> None:
 def test_metrics_port_is_served_exposed_and_selected_by_the_service() -> None:
     docs = render("--set", "metrics.port=9191")
     main = container(docs)
-    assert {item["name"]: item["value"] for item in main["env"]}["KUBETRAIN_METRICS_PORT"] == "9191"
+    assert {item["name"]: item.get("value") for item in main["env"]}["KUBETRAIN_METRICS_PORT"] == "9191"
     assert {"name": "metrics", "containerPort": 9191, "protocol": "TCP"} in main["ports"]
     service = the(docs, "Service")
     assert service["spec"]["ports"][0]["targetPort"] == "metrics"
@@ -228,7 +241,7 @@ def test_metrics_port_is_served_exposed_and_selected_by_the_service() -> None:
 def test_metrics_disabled_means_no_service_and_no_endpoint() -> None:
     docs = render("--set", "metrics.enabled=false")
     assert not of_kind(docs, "Service")
-    assert {item["name"]: item["value"] for item in container(docs)["env"]}["KUBETRAIN_METRICS_PORT"] == "0"
+    assert {item["name"]: item.get("value") for item in container(docs)["env"]}["KUBETRAIN_METRICS_PORT"] == "0"
 
 
 def test_service_monitor_scrapes_the_metrics_service_when_enabled() -> None:
@@ -246,7 +259,7 @@ def test_service_monitor_scrapes_the_metrics_service_when_enabled() -> None:
 @pytest.mark.parametrize(
     ("values", "message"),
     [
-        (("--set", "replicas=2"), "'/replicas': value must be 1"),
+        (("--set", "replicas=0"), "'/replicas': minimum: got 0, want 1"),
         (("--set", "image.pullPolicy=Sometimes"), "'/image/pullPolicy': value must be one of"),
         (("--set", "watch.namespaces=team-a"), "'/watch/namespaces': got string, want array"),
         (("--set", "watch.namespaces={Team_A}"), "'/watch/namespaces/0': 'Team_A' does not match pattern"),

@@ -1,0 +1,125 @@
+"""Leader election on a coordination.k8s.io Lease: of several operator replicas exactly one syncs jobs; the others
+keep their watch-fed caches warm and take over once the leader stops renewing.
+
+As in client-go, expiry is judged by this replica's own clock (how long the Lease has stayed unchanged since it saw
+it), never by comparing another machine's timestamps; the leader steps down on its own before a standby can take
+over (renew deadline < lease duration)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Timing:
+    lease_seconds: int = 8  # a standby takes over this long after it last saw the leader renew
+    renew_deadline_seconds: float = 5.0  # a leader that could not renew for this long stops syncing
+    retry_seconds: float = 2.0  # how often each replica tries to acquire or renew
+
+
+def next_spec(spec: Mapping[str, Any] | None, me: str, unchanged_for: float, now: str, timing: Timing
+              ) -> dict[str, Any] | None:  # fmt: skip
+    """The Lease spec `me` writes to lead (acquire or renew); None while another holder's lease runs (it changed
+    less than its leaseDurationSeconds ago, as seen from here). `now` is an RFC 3339 MicroTime."""
+    spec = spec or {}
+    holder = spec.get("holderIdentity") or None
+    duration = float(spec.get("leaseDurationSeconds") or timing.lease_seconds)
+    if holder not in (None, me) and unchanged_for < duration:
+        return None
+    transitions = int(spec.get("leaseTransitions") or 0)
+    return {
+        "holderIdentity": me,
+        "leaseDurationSeconds": timing.lease_seconds,
+        "acquireTime": spec.get("acquireTime") if holder == me else now,
+        "renewTime": now,
+        "leaseTransitions": transitions if holder in (None, me) else transitions + 1,
+    }
+
+
+def micro_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class Elector:
+    """One replica's view of the Lease; `try_lead()` is one round (blocking API calls: run it in a thread)."""
+
+    def __init__(self, api_client: client.ApiClient, namespace: str, name: str, me: str,
+                 timing: Timing = Timing()) -> None:  # fmt: skip
+        self.api = client.CoordinationV1Api(api_client)
+        self.namespace, self.name, self.me, self.timing = namespace, name, me, timing
+        self._seen: tuple[str | None, str | None] = (None, None)  # (holder, renewTime) last seen
+        self._seen_at = time.monotonic()
+        self._renewed_at: float | None = None  # when this replica last wrote the Lease as its holder
+
+    def try_lead(self) -> bool:
+        """Acquire or renew; True while this replica may sync (renewed within the renew deadline)."""
+        try:
+            self._round()
+        except ApiException as error:  # a conflict (another replica won the race) or the API server away
+            log.info("lease %s/%s: %s", self.namespace, self.name, error.reason)
+        return self.leading()
+
+    def leading(self) -> bool:
+        return self._renewed_at is not None and time.monotonic() - self._renewed_at < self.timing.renew_deadline_seconds
+
+    def release(self) -> None:
+        """On a clean shutdown: hand the Lease over at once instead of letting it expire."""
+        if not self.leading():
+            return
+        self._renewed_at = None
+        try:
+            lease = self._read()
+            if lease is not None and lease["spec"].get("holderIdentity") == self.me:
+                lease["spec"].update(holderIdentity=None, leaseDurationSeconds=1)
+                self._write(lease, create=False)
+        except ApiException as error:
+            log.warning("could not release lease %s/%s: %s", self.namespace, self.name, error.reason)
+
+    def _read(self) -> dict[str, Any] | None:
+        try:
+            lease = self.api.read_namespaced_lease(self.name, self.namespace)
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        body: dict[str, Any] = self.api.api_client.sanitize_for_serialization(lease)
+        body.setdefault("spec", {})
+        return body
+
+    def _write(self, lease: dict[str, Any], create: bool) -> None:
+        """Create, or replace at the resourceVersion read: the write fails if another replica wrote first."""
+        if create:
+            self.api.create_namespaced_lease(self.namespace, lease)  # type: ignore[arg-type]  # dicts are accepted
+        else:
+            self.api.replace_namespaced_lease(self.name, self.namespace, lease)  # type: ignore[arg-type]
+
+    def _round(self) -> None:
+        lease = self._read()
+        spec = lease["spec"] if lease is not None else None
+        seen = (spec.get("holderIdentity"), spec.get("renewTime")) if spec else (None, None)
+        if seen != self._seen:
+            self._seen, self._seen_at = seen, time.monotonic()
+        wanted = next_spec(spec, self.me, time.monotonic() - self._seen_at, micro_now(), self.timing)
+        if wanted is None:
+            if self._renewed_at is not None:
+                log.warning("lease %s/%s is held by %s: standing by", self.namespace, self.name, seen[0])
+            self._renewed_at = None
+            return
+        if lease is None:
+            lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                     "metadata": {"name": self.name, "namespace": self.namespace}}  # fmt: skip
+        self._write({**lease, "spec": wanted}, create="resourceVersion" not in lease["metadata"])
+        if self._renewed_at is None:
+            log.info("lease %s/%s acquired by %s: syncing jobs", self.namespace, self.name, self.me)
+        self._renewed_at = time.monotonic()
+        self._seen, self._seen_at = (self.me, wanted["renewTime"]), self._renewed_at
