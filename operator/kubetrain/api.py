@@ -13,12 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-GROUP = "kubetrain.dev"
-VERSION = "v1alpha1"
-PLURAL = "distributedtrainings"
-KIND = "DistributedTraining"
+from kubetrain.contract import ENV_PREFIX, IMAGE_PATHS, KIND, RESERVED_MOUNT_PATHS
 
-# Defaults, declared once (the CRD schema carries the same values; tests/unit/test_crd.py keeps them in step).
+# Defaults, declared once (the CRD schema carries the same values; tests/reliability/test_spec_drift.py checks both).
 DEFAULT_WORKERS = 1
 DEFAULT_DATA_MOUNT = "/data"
 DEFAULT_CHECKPOINT_MOUNT = "/checkpoints"
@@ -30,15 +27,9 @@ MAX_SLOTS_PER_WORKER = 64
 MAX_WORKERS = 1000
 # Pod hostnames are `<name>-worker-<i>` and must fit a 63-character DNS label with up to 3 digits of index.
 MAX_NAME_LENGTH = 63 - len("-worker-") - len(str(MAX_WORKERS - 1))
-RESERVED_ENV_PREFIX = "KUBETRAIN_"
 MAX_COMMAND_ITEMS, MAX_COMMAND_ITEM_LENGTH = 256, 4096
 MAX_ENV_ENTRIES, MAX_ENV_NAME_LENGTH, MAX_ENV_VALUE_LENGTH = 128, 256, 65536
 
-# Paths kubetrain mounts into every pod itself (see kubetrain.build.names and .pods): volumes may not land on them.
-RESERVED_MOUNT_PATHS = ("/etc/kubetrain", "/home/kubetrain", "/tmp", "/dev/shm")
-# What the image itself needs (kubetrain/base and the system): a volume on, under or above one would hide it.
-IMAGE_PATHS = ("/opt/venv", "/opt/kubetrain", "/run/sshd", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/proc",
-               "/sys", "/dev")  # fmt: skip
 # A Docker image reference: [registry[:port]/]path[:tag][@digest] (the CRD's spec.image pattern).
 _IMAGE = re.compile(
     r"^(([a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?(\.[a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?)*(:[0-9]+)?/)?"
@@ -252,9 +243,9 @@ def _parse_env(raw: Any) -> tuple[Mapping[str, Any], ...]:
         name = entry["name"]
         if not _ENV_NAME.fullmatch(name) or len(name) > MAX_ENV_NAME_LENGTH:
             raise SpecError(f"{where}.name", f"{name!r} is not a valid environment variable name")
-        if name.startswith(RESERVED_ENV_PREFIX):
+        if name.startswith(ENV_PREFIX):
             raise SpecError(
-                f"{where}.name", f"{name!r}: names starting with {RESERVED_ENV_PREFIX} are set by kubetrain"
+                f"{where}.name", f"{name!r}: names starting with {ENV_PREFIX} are set by kubetrain"
             )
         if name in seen:
             raise SpecError(f"{where}.name", f"{name!r} is listed twice")

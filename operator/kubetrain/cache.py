@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubetrain.build.names import LABEL_JOB
 from kubetrain.children import CHILD_KINDS, ChildKind
+from kubetrain.contract import LABEL_JOB
 
 Obj = Mapping[str, Any]
 JobKey = tuple[str, str]  # (namespace, job name)

@@ -25,13 +25,13 @@ import yaml
 
 from kubetrain import local
 from kubetrain.api import Job
-from kubetrain.build.hosts import build_hosts_configmap
-from kubetrain.build.launcher import build_launcher_job
-from kubetrain.build.pods import build_worker_pod
-from kubetrain.build.rbac import build_role, build_role_binding, build_service_account
-from kubetrain.build.service import build_service
-from kubetrain.build.ssh import build_ssh_secret
 from kubetrain.keys import SshKeyPair
+from kubetrain.manifests.hosts import build_hosts_configmap
+from kubetrain.manifests.launcher import build_launcher_job
+from kubetrain.manifests.pods import build_worker_pod
+from kubetrain.manifests.rbac import build_role, build_role_binding, build_service_account
+from kubetrain.manifests.service import build_service
+from kubetrain.manifests.ssh import build_ssh_secret
 
 EXIT_USAGE = 2
 # render never prints key material: the operator generates a fresh pair for every job when it creates the Secret.

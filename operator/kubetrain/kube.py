@@ -14,8 +14,8 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ConflictError, DynamicApiError, NotFoundError
 
-from kubetrain.api import GROUP, KIND, PLURAL, VERSION
 from kubetrain.cache import owned_by
+from kubetrain.contract import GROUP, KIND, PLURAL, VERSION
 from kubetrain.refusals import Refusal, classify
 
 log = logging.getLogger(__name__)

@@ -21,8 +21,9 @@ from typing import Any
 
 import yaml
 
-from kubetrain.api import KIND, Job, SpecError, parse_job
-from kubetrain.build.env import job_environment
+from kubetrain.api import Job, SpecError, parse_job
+from kubetrain.contract import KIND
+from kubetrain.manifests.env import job_environment
 
 LAUNCHERS = ("mpirun", "horovodrun")
 # Kubernetes expands $(NAME) in command and env values from the container's variables; $$ escapes a dollar.

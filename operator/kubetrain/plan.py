@@ -14,9 +14,7 @@ from typing import Any
 
 from kubetrain import reasons as r
 from kubetrain.api import Job
-from kubetrain.build.hosts import build_hosts_configmap
-from kubetrain.build.launcher import build_launcher_job
-from kubetrain.build.names import (
+from kubetrain.contract import (
     LABEL_ATTEMPT,
     LABEL_INDEX,
     LABEL_ROLE,
@@ -26,10 +24,12 @@ from kubetrain.build.names import (
     ssh_secret_name,
     worker_name,
 )
-from kubetrain.build.pods import build_worker_pod
-from kubetrain.build.rbac import build_role, build_role_binding, build_service_account
-from kubetrain.build.service import build_service
-from kubetrain.status import (
+from kubetrain.manifests.hosts import build_hosts_configmap
+from kubetrain.manifests.launcher import build_launcher_job
+from kubetrain.manifests.pods import build_worker_pod
+from kubetrain.manifests.rbac import build_role, build_role_binding, build_service_account
+from kubetrain.manifests.service import build_service
+from kubetrain.pod_state import (
     Failure,
     headline_metric,
     is_ready,

@@ -18,10 +18,9 @@ from typing import Any
 import kopf
 
 from kubetrain import settings as settings_module
-from kubetrain.api import GROUP, PLURAL, VERSION
-from kubetrain.build.names import LABEL_JOB
 from kubetrain.cache import TRAININGS, Snapshot, Written, slim, take_snapshot
 from kubetrain.children import CHILD_KINDS, ChildKind
+from kubetrain.contract import GROUP, LABEL_JOB, PLURAL, VERSION
 from kubetrain.kube import Kube, load_api_client
 from kubetrain.leader import Elector
 from kubetrain.queue import Key, SyncQueue

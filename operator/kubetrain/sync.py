@@ -12,11 +12,11 @@ from typing import Any
 
 from kubetrain import reasons
 from kubetrain.api import Job, SpecError, parse_job
-from kubetrain.build.ssh import build_ssh_secret
 from kubetrain.cache import TRAININGS, Snapshot, Written
 from kubetrain.children import BY_KIND
 from kubetrain.keys import generate_ssh_keypair
 from kubetrain.kube import ChildConflict, ChildRefused, Kube
+from kubetrain.manifests.ssh import build_ssh_secret
 from kubetrain.metrics import record_transition
 from kubetrain.plan import (
     Children,
@@ -29,9 +29,9 @@ from kubetrain.plan import (
     decide,
     status_changed,
 )
+from kubetrain.pod_state import iso, merge_conditions
 from kubetrain.queue import RetryLater
 from kubetrain.refusals import Refusal
-from kubetrain.status import iso, merge_conditions
 
 log = logging.getLogger(__name__)
 CONFLICT_REQUEUE_SECONDS = 30.0

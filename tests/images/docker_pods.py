@@ -21,12 +21,12 @@ from typing import Any
 from pod_emulator import prepare_volume
 
 from kubetrain.api import Job, parse_job
-from kubetrain.build.hosts import build_hosts_configmap
-from kubetrain.build.launcher import build_launcher_job
-from kubetrain.build.names import worker_hostname
-from kubetrain.build.pods import build_worker_pod
-from kubetrain.build.ssh import build_ssh_secret
 from kubetrain.keys import generate_ssh_keypair
+from kubetrain.manifests.hosts import build_hosts_configmap
+from kubetrain.manifests.launcher import build_launcher_job
+from kubetrain.manifests.names import worker_hostname
+from kubetrain.manifests.pods import build_worker_pod
+from kubetrain.manifests.ssh import build_ssh_secret
 
 NO_API_SERVER = {"KUBETRAIN_REPORT_STATUS": "0"}
 

@@ -12,12 +12,13 @@ from netns_hosts import Host, Network
 from pod_emulator import Container, Kubelet
 
 from kubetrain.api import Job, parse_job
-from kubetrain.build.hosts import build_hosts_configmap
-from kubetrain.build.launcher import build_launcher_job
-from kubetrain.build.names import launcher_name, worker_hostname, worker_name
-from kubetrain.build.pods import build_worker_pod
-from kubetrain.build.ssh import build_ssh_secret
+from kubetrain.contract import launcher_name, worker_name
 from kubetrain.keys import generate_ssh_keypair
+from kubetrain.manifests.hosts import build_hosts_configmap
+from kubetrain.manifests.launcher import build_launcher_job
+from kubetrain.manifests.names import worker_hostname
+from kubetrain.manifests.pods import build_worker_pod
+from kubetrain.manifests.ssh import build_ssh_secret
 
 
 def job_body(

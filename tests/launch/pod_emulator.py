@@ -26,7 +26,7 @@ from typing import Any
 
 from netns_hosts import Host, Network
 
-from kubetrain.build.names import ENTRYPOINTS
+from kubetrain.contract import ENTRYPOINTS
 
 REPO = Path(__file__).resolve().parents[2]
 ENTRYPOINTS_SOURCE = REPO / "images" / "base" / "entrypoints"

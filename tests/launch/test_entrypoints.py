@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from job_on_hosts import job_body
 
-from kubetrain.build.names import worker_hostname
+from kubetrain.manifests.names import worker_hostname
 
 pytestmark = pytest.mark.launch
 

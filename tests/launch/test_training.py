@@ -1,6 +1,6 @@
 """A real Horovod program (cifar_mixup on scikit-learn's digits) trained across two worker hosts by the launcher.
 
-The pods, Secret, hostfile and environment are the operator's (kubetrain.build); the checkpoint claim is one folder
+The pods, Secret, hostfile and environment are the operator's (kubetrain.manifests); the checkpoint claim is one folder
 every host shares, like a ReadWriteMany volume.
 """
 

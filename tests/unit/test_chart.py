@@ -14,9 +14,10 @@ import pytest
 import yaml
 
 import kubetrain.reconcile  # noqa: F401 - registers the kopf handlers whose watches the RBAC must allow
-from kubetrain.api import GROUP, PLURAL, parse_job
-from kubetrain.build.rbac import build_role
+from kubetrain.api import parse_job
 from kubetrain.children import CHILD_KINDS
+from kubetrain.contract import GROUP, PLURAL
+from kubetrain.manifests.rbac import build_role
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "kubetrain"

@@ -229,3 +229,13 @@ def test_run_local_exits_with_the_programs_exit_code(tmp_path, monkeypatch):
     monkeypatch.setenv("FAIL_RANK_EXIT", "7")
     result = kubetrain("run", env_path, "--local", "--data-dir", "data", cwd=tmp_path)
     assert result.returncode == 7, result.stderr
+
+
+def test_render_shows_one_object_of_every_registered_child_kind_and_nothing_else() -> None:
+    from kubetrain.api import parse_job
+    from kubetrain.children import BY_KIND
+    from kubetrain.cli import PLACEHOLDER_KEYS, child_objects
+
+    body = yaml.safe_load((Path(__file__).parents[2] / "jobs" / "cifar_mixup" / "job.yaml").read_text())
+    job = parse_job({**body, "metadata": {"name": "cifar", "namespace": "ns", "uid": "u"}})
+    assert {(obj["apiVersion"], obj["kind"]) for obj in child_objects(job, PLACEHOLDER_KEYS)} == set(BY_KIND)

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from kubetrain.api import parse_job
-from kubetrain.build.launcher import build_launcher_job
-from kubetrain.build.names import ENTRYPOINTS
-from kubetrain.build.pods import RUN_AS_USER, build_worker_pod
+from kubetrain.contract import ENTRYPOINTS
+from kubetrain.manifests.launcher import build_launcher_job
+from kubetrain.manifests.pods import RUN_AS_USER, build_worker_pod
 
 REPO = Path(__file__).resolve().parents[2]
 IMAGES = REPO / "images"
@@ -161,7 +161,7 @@ def test_every_copied_file_exists(image):
 
 @pytest.mark.parametrize("image", ["base", "operator", *PROGRAMS])
 def test_dockerignore_keeps_every_copied_file(image):
-    """A pattern such as **/build would silently drop operator/kubetrain/build/ from the image."""
+    """A pattern such as **/manifests would silently drop operator/kubetrain/manifests/ from the image."""
     ignore = REPO / ".dockerignore"
     patterns = [p.strip() for p in ignore.read_text().splitlines() if p.strip() and not p.startswith("#")]
     tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()

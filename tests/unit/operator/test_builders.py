@@ -11,15 +11,15 @@ from cryptography.hazmat.primitives.serialization import load_ssh_private_key, l
 from dtr_bodies import training
 
 from kubetrain.api import parse_job
-from kubetrain.build.env import job_environment
-from kubetrain.build.hosts import discover_hosts_script, hostfile
-from kubetrain.build.launcher import build_launcher_job
-from kubetrain.build.pods import build_worker_pod
-from kubetrain.build.rbac import build_role, build_role_binding, build_service_account
-from kubetrain.build.service import build_service
-from kubetrain.build.ssh import build_ssh_secret
 from kubetrain.cli import child_objects
 from kubetrain.keys import generate_ssh_keypair
+from kubetrain.manifests.env import job_environment
+from kubetrain.manifests.hosts import discover_hosts_script, hostfile
+from kubetrain.manifests.launcher import build_launcher_job
+from kubetrain.manifests.pods import build_worker_pod
+from kubetrain.manifests.rbac import build_role, build_role_binding, build_service_account
+from kubetrain.manifests.service import build_service
+from kubetrain.manifests.ssh import build_ssh_secret
 
 GOLDEN = Path(__file__).parent / "golden"
 

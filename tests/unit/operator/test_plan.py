@@ -9,8 +9,8 @@ from dtr_bodies import training
 
 from kubetrain import reasons as r
 from kubetrain.api import parse_job
-from kubetrain.build.launcher import build_launcher_job
-from kubetrain.build.pods import build_worker_pod
+from kubetrain.manifests.launcher import build_launcher_job
+from kubetrain.manifests.pods import build_worker_pod
 from kubetrain.plan import Children, Create, CreateSshSecret, Delete, DeleteTraining, Plan, decide, status_changed
 
 NOW = datetime(2026, 11, 21, 12, 0, 0)
@@ -42,9 +42,9 @@ def launcher(job: Any, attempt: int = 0, finished: str | None = None) -> tuple[d
 
 def config_children(job: Any) -> dict[str, list[dict]]:
     """Pretend every config child exists (as the builders would make them)."""
-    from kubetrain.build.hosts import build_hosts_configmap
-    from kubetrain.build.rbac import build_role, build_role_binding, build_service_account
-    from kubetrain.build.service import build_service
+    from kubetrain.manifests.hosts import build_hosts_configmap
+    from kubetrain.manifests.rbac import build_role, build_role_binding, build_service_account
+    from kubetrain.manifests.service import build_service
 
     return {
         "services": [build_service(job)],

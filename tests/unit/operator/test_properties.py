@@ -12,13 +12,13 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kubetrain.api import SpecError, parse_job
-from kubetrain.build.hosts import build_hosts_configmap
-from kubetrain.build.launcher import build_launcher_job
-from kubetrain.build.pods import build_worker_pod
-from kubetrain.build.rbac import build_role, build_role_binding, build_service_account
-from kubetrain.build.service import build_service
-from kubetrain.build.ssh import build_ssh_secret
 from kubetrain.keys import SshKeyPair
+from kubetrain.manifests.hosts import build_hosts_configmap
+from kubetrain.manifests.launcher import build_launcher_job
+from kubetrain.manifests.pods import build_worker_pod
+from kubetrain.manifests.rbac import build_role, build_role_binding, build_service_account
+from kubetrain.manifests.service import build_service
+from kubetrain.manifests.ssh import build_ssh_secret
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from kubetrain.api import Job
-from kubetrain.build.names import LABEL_JOB, LABEL_ROLE, ROLE_WORKER, SSH_PORT, metadata, service_name
+from kubetrain.contract import LABEL_JOB, LABEL_ROLE, ROLE_WORKER, SSH_PORT, service_name
+from kubetrain.manifests.names import metadata
 
 
 def build_service(job: Job) -> dict[str, Any]:

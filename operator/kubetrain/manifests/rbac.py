@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubetrain.api import GROUP, PLURAL, Job
-from kubetrain.build.names import ROLE_CONFIG, metadata, role_name, service_account_name
+from kubetrain.api import Job
+from kubetrain.contract import GROUP, PLURAL, ROLE_CONFIG, role_name, service_account_name
+from kubetrain.manifests.names import metadata
 
 
 def build_service_account(job: Job) -> dict[str, Any]:

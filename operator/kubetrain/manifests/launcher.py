@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from kubetrain.api import Job
-from kubetrain.build.env import container_env
-from kubetrain.build.names import ENTRYPOINTS, HOME_DIR, ROLE_LAUNCHER, launcher_name, metadata, service_account_name
-from kubetrain.build.pods import (
+from kubetrain.contract import ENTRYPOINTS, HOME_DIR, ROLE_LAUNCHER, launcher_name, service_account_name
+from kubetrain.manifests.env import container_env
+from kubetrain.manifests.names import metadata
+from kubetrain.manifests.pods import (
     container_security_context,
     pod_labels,
     pod_security_context,
@@ -15,7 +16,7 @@ from kubetrain.build.pods import (
     shared_mounts,
     shared_volumes,
 )
-from kubetrain.build.template import merge_pod_template
+from kubetrain.manifests.template import merge_pod_template
 
 LAUNCHER_RESOURCES = {"requests": {"cpu": "100m", "memory": "256Mi"}}
 # The launcher only runs mpirun: hide every GPU of the node from it.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubetrain.api import Job
-from kubetrain.build.names import HOSTS_DIR, SSH_DIR, SSH_PORT
+from kubetrain.contract import HOSTFILE, SSH_DIR, SSH_PORT
 
 # Forwarded to every rank by the launcher (`mpirun -x`) besides the KUBETRAIN_* variables and the user's env.
 FORWARDED_CLUSTER_VARIABLES = ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")
@@ -26,7 +26,7 @@ def job_environment(job: Job, report_status: bool = True) -> dict[str, str]:
         "KUBETRAIN_CHECKPOINT_DIR": checkpoint_dir(job),
         "KUBETRAIN_NUM_PROCESSES": str(spec.num_processes),
         "KUBETRAIN_SLOTS_PER_WORKER": str(spec.slots_per_worker),
-        "KUBETRAIN_HOSTFILE": f"{HOSTS_DIR}/hostfile",
+        "KUBETRAIN_HOSTFILE": HOSTFILE,
         "KUBETRAIN_SSH_DIR": SSH_DIR,
         "KUBETRAIN_SSH_PORT": str(SSH_PORT),
         "KUBETRAIN_WAIT_SECONDS": str(spec.wait_for_workers_seconds),

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from kubetrain.api import Job
-from kubetrain.build.names import ROLE_CONFIG, SSH_PORT, metadata, ssh_secret_name
+from kubetrain.contract import ROLE_CONFIG, SSH_PORT, ssh_secret_name
 from kubetrain.keys import SshKeyPair
+from kubetrain.manifests.names import metadata
 
 SSH_CLIENT_CONFIG = f"""Host *
   Port {SSH_PORT}

@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubetrain.api import Job
-from kubetrain.build.env import container_env
-from kubetrain.build.names import (
+from kubetrain.contract import (
     ENTRYPOINTS,
     HOME_DIR,
     HOSTS_DIR,
@@ -16,14 +15,14 @@ from kubetrain.build.names import (
     SSH_DIR,
     SSH_PORT,
     hosts_configmap_name,
-    labels,
-    metadata,
     service_account_name,
     service_name,
     ssh_secret_name,
     worker_name,
 )
-from kubetrain.build.template import merge_pod_template
+from kubetrain.manifests.env import container_env
+from kubetrain.manifests.names import labels, metadata
+from kubetrain.manifests.template import merge_pod_template
 
 GPU_RESOURCE = "nvidia.com/gpu"
 RUN_AS_USER = 1000

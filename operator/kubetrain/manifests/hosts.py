@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from kubetrain.api import Job
-from kubetrain.build.names import ROLE_CONFIG, hosts_configmap_name, metadata, worker_hostname
+from kubetrain.contract import ROLE_CONFIG, hosts_configmap_name
+from kubetrain.manifests.names import metadata, worker_hostname
 
 
 def hostfile(job: Job) -> str:

@@ -1,0 +1,64 @@
+"""The names, labels, paths and environment variables that the operator, the entrypoints and the training programs
+agree on: one place for each, below both the spec parser (kubetrain.api) and the builders (kubetrain.manifests)."""
+
+from __future__ import annotations
+
+# The resource
+GROUP = "kubetrain.dev"
+VERSION = "v1alpha1"
+PLURAL = "distributedtrainings"
+KIND = "DistributedTraining"
+
+# Labels on every child, and the roles they name
+LABEL_JOB = "kubetrain.dev/job-name"
+LABEL_ROLE = "kubetrain.dev/role"
+LABEL_INDEX = "kubetrain.dev/replica-index"
+LABEL_ATTEMPT = "kubetrain.dev/attempt"
+ROLE_WORKER = "worker"
+ROLE_LAUNCHER = "launcher"
+ROLE_CONFIG = "config"
+
+# Paths inside every pod: what kubetrain mounts, and what the image (FROM kubetrain/base) itself holds
+SSH_PORT = 2222
+SSH_DIR = "/etc/kubetrain/ssh"
+HOSTS_DIR = "/etc/kubetrain/hosts"
+HOSTFILE = f"{HOSTS_DIR}/hostfile"
+HOME_DIR = "/home/kubetrain"
+ENTRYPOINTS = "/opt/kubetrain/entrypoints"
+VENV = "/opt/venv"
+# Volumes may not land on what kubetrain mounts itself ...
+RESERVED_MOUNT_PATHS = ("/etc/kubetrain", HOME_DIR, "/tmp", "/dev/shm")
+# ... nor on, under or above what the image needs (the CRD's mountPath rules list the same paths).
+IMAGE_PATHS = (VENV, "/opt/kubetrain", "/run/sshd", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/proc", "/sys",
+               "/dev")  # fmt: skip
+
+# Environment: every name starting with the prefix is kubetrain's (kubetrain.manifests.env sets them).
+ENV_PREFIX = "KUBETRAIN_"
+
+
+def worker_name(name: str, index: int) -> str:
+    return f"{name}-worker-{index}"
+
+
+def launcher_name(name: str) -> str:
+    return f"{name}-launcher"
+
+
+def service_name(name: str) -> str:
+    return name
+
+
+def ssh_secret_name(name: str) -> str:
+    return f"{name}-ssh"
+
+
+def hosts_configmap_name(name: str) -> str:
+    return f"{name}-hosts"
+
+
+def service_account_name(name: str) -> str:
+    return f"{name}-job"
+
+
+def role_name(name: str) -> str:
+    return f"{name}-status-writer"
