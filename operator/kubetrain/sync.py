@@ -27,9 +27,9 @@ from kubetrain.plan import (
     Patch,
     Plan,
     decide,
+    phase,
     status_changed,
 )
-from kubetrain.pod_state import iso, merge_conditions
 from kubetrain.queue import RetryLater
 from kubetrain.refusals import Refusal
 
@@ -65,7 +65,7 @@ def sync_training(kube: Kube, written: Written, snapshot: Snapshot) -> float | N
         _wait(writer, {**status, **(plan.status or {})}, refusal, now)
         raise RetryLater(refusal.message) from None
     except ChildConflict as conflict:
-        writer.status(status, _conflict_status(status, str(conflict), now))
+        writer.status(status, phase.conflicted(status, str(conflict), now))
         writer.event(reasons.CHILD_CONFLICT, str(conflict), "Warning")
         return CONFLICT_REQUEUE_SECONDS
     return plan.requeue_after
@@ -120,41 +120,18 @@ def _apply(writer: Writer, status: dict[str, Any], plan: Plan, job: Job) -> None
 def _fail(writer: Writer, status: dict[str, Any], reason: str, message: str, now: datetime) -> None:
     """A spec the operator cannot run: Failed, naming the field or the refusal and the fix; never retried until the
     spec changes."""
-    body = writer.body
-    generation = body["metadata"].get("generation")
-    if status.get("reason") == reason and status.get("observedGeneration") == generation:
+    meta = writer.body["metadata"]
+    new = phase.spec_failed(status, meta.get("generation"), reason, message, now)
+    if new is None:
         return
-    new = {
-        "phase": reasons.FAILED,
-        "reason": reason,
-        "message": message,
-        "conditions": merge_conditions(status.get("conditions") or [], {reasons.COND_FAILED: ("True", reason, message)},
-                                       now),  # fmt: skip
-        "completionTime": iso(now),
-    }
     writer.status(status, new)
     writer.event(reason, message, "Warning")
-    log.warning("%s/%s: %s", body["metadata"]["namespace"], body["metadata"]["name"], message)
+    log.warning("%s/%s: %s", meta["namespace"], meta["name"], message)
 
 
 def _wait(writer: Writer, status: dict[str, Any], refusal: Refusal, now: datetime) -> None:
-    """A refusal that may clear (quota, the operator's RBAC, a webhook down): the job keeps its phase and says why
-    it waits; one event per new message, not per retry."""
-    conditions = {reasons.COND_CREATED: ("False", refusal.reason, refusal.message)}
-    new = {
-        "reason": refusal.reason,
-        "message": refusal.message,
-        "conditions": merge_conditions(status.get("conditions") or [], conditions, now),
-    }
+    """One status write and one event per new refusal message, not per retry."""
+    new = phase.waiting(status, refusal.reason, refusal.message, now)
     if status_changed(status, new):
         writer.status(status, new)
         writer.event(refusal.reason, refusal.message, "Warning")
-
-
-def _conflict_status(status: dict[str, Any], message: str, now: datetime) -> dict[str, Any]:
-    conditions = {reasons.COND_CREATED: ("False", reasons.CHILD_CONFLICT, message)}
-    return {
-        "reason": reasons.CHILD_CONFLICT,
-        "message": message,
-        "conditions": merge_conditions(status.get("conditions") or [], conditions, now),
-    }

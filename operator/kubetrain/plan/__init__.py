@@ -1,0 +1,126 @@
+"""Decide, without I/O, what to do with one DistributedTraining given its children: the level-triggered core.
+
+`decide(job, status, children, now)` observes the world once (plan.world), then a short state machine picks the
+state and asks plan.desired for the children to create or delete and plan.phase for what the status says. Running it
+twice on the same world yields the same plan; kubetrain.sync applies it, so the operator converges from any state,
+including after a restart mid-way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from kubetrain import reasons as r
+from kubetrain.api import Job
+from kubetrain.contract import launcher_name
+from kubetrain.plan import desired, phase
+from kubetrain.plan.model import (
+    SAFETY_REQUEUE_SECONDS,
+    WAIT_REQUEUE_SECONDS,
+    Action,
+    Children,
+    Create,
+    CreateSshSecret,
+    Delete,
+    DeleteTraining,
+    Event,
+    Patch,
+    Plan,
+)
+from kubetrain.plan.phase import status_changed
+from kubetrain.plan.world import World, observe
+from kubetrain.pod_state import Failure, is_terminating, job_finished
+
+__all__ = ["Action", "Children", "Create", "CreateSshSecret", "Delete", "DeleteTraining", "Event", "Patch", "Plan",
+           "decide", "status_changed"]  # fmt: skip
+
+
+def decide(job: Job, status: Mapping[str, Any], children: Children, now: datetime) -> Plan:
+    """The whole reconcile decision for one job."""
+    world = observe(job, status, children, now)
+    if status.get("phase") in r.TERMINAL_PHASES:
+        return _finished(world, status)
+    if job.spec.run_policy.suspend:
+        return _suspended(world)
+    deadline = job.spec.run_policy.active_deadline_seconds
+    if deadline is not None and now >= world.started + timedelta(seconds=deadline):
+        return _fail(world, Failure(r.DEADLINE_EXCEEDED, f"the job ran longer than activeDeadlineSeconds={deadline}"))
+    failure = phase.current_failure(world)
+    if failure is not None:
+        limit = job.spec.run_policy.backoff_limit
+        if world.restarts < limit:
+            return _restart(world, failure)
+        reached = f"{failure.message} (backoffLimit {limit} reached after {world.restarts} restarts)"
+        return _fail(world, Failure(failure.reason, reached))
+    if job_finished(world.launcher) == "Complete":
+        return _succeed(world)
+    return _run(world)
+
+
+def _run(world: World) -> Plan:
+    plan = Plan(actions=desired.config_actions(world.job, world.children))
+    attempt, waiting = desired.attempt_actions(world)
+    plan.actions.extend(attempt)
+    phase.running(world, plan)
+    deadline = world.job.spec.run_policy.active_deadline_seconds
+    if deadline is not None:
+        remaining = (world.started + timedelta(seconds=deadline) - world.now).total_seconds()
+        plan.requeue_after = max(remaining, 0.5)
+    if waiting:
+        plan.requeue_after = min(plan.requeue_after or WAIT_REQUEUE_SECONDS, WAIT_REQUEUE_SECONDS)
+    plan.requeue_after = min(plan.requeue_after or SAFETY_REQUEUE_SECONDS, SAFETY_REQUEUE_SECONDS)
+    return plan
+
+
+def _restart(world: World, failure: Failure) -> Plan:
+    """Tear the whole attempt down; the next syncs bring up attempt+1 (resuming from the latest checkpoint)."""
+    plan = Plan(actions=desired.delete_attempt(world.job, world.children), requeue_after=WAIT_REQUEUE_SECONDS)
+    phase.restarting(world, failure, plan)
+    return plan
+
+
+def _fail(world: World, failure: Failure) -> Plan:
+    plan = Plan()
+    launcher = world.children.named(world.children.jobs, launcher_name(world.job.name))
+    if launcher is not None and job_finished(launcher) is None and not is_terminating(launcher):
+        plan.actions.append(Delete("batch/v1", "Job", launcher_name(world.job.name)))  # stop the training
+    phase.failed(world, failure, plan)
+    return _then_finished(world, plan)
+
+
+def _succeed(world: World) -> Plan:
+    plan = Plan()
+    phase.succeeded(world, plan)
+    return _then_finished(world, plan)
+
+
+def _then_finished(world: World, plan: Plan) -> Plan:
+    finished = _finished(world, plan.status)
+    plan.actions.extend(a for a in finished.actions if a not in plan.actions)
+    plan.requeue_after = finished.requeue_after
+    return plan
+
+
+def _finished(world: World, status: Mapping[str, Any]) -> Plan:
+    """Terminal: apply cleanPodPolicy (idempotently) and the TTL."""
+    plan = Plan(actions=desired.clean_pods(world.job, world.children))
+    remaining = desired.ttl_remaining(world, status.get("completionTime"))
+    if remaining is not None and remaining <= 0:
+        plan.actions.append(DeleteTraining())
+        ttl = world.job.spec.run_policy.ttl_seconds_after_finished
+        plan.events.append(Event("Normal", r.TTL_EXPIRED, f"ttlSecondsAfterFinished={ttl} elapsed"))
+    elif remaining is not None:
+        plan.requeue_after = remaining
+    if plan.actions and plan.requeue_after is None:
+        plan.requeue_after = WAIT_REQUEUE_SECONDS
+    return plan
+
+
+def _suspended(world: World) -> Plan:
+    plan = Plan(actions=desired.delete_attempt(world.job, world.children))
+    phase.suspended(world, plan)
+    if plan.actions:
+        plan.requeue_after = WAIT_REQUEUE_SECONDS
+    return plan

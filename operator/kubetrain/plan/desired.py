@@ -1,0 +1,126 @@
+"""Desired versus actual children: what to create, correct or delete so the world matches the spec."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from kubetrain.api import Job
+from kubetrain.contract import ROLE_WORKER, launcher_name, ssh_secret_name, worker_name
+from kubetrain.manifests.hosts import build_hosts_configmap
+from kubetrain.manifests.launcher import build_launcher_job
+from kubetrain.manifests.pods import build_worker_pod
+from kubetrain.manifests.rbac import build_role, build_role_binding, build_service_account
+from kubetrain.manifests.service import build_service
+from kubetrain.plan.model import (
+    Action,
+    Children,
+    Create,
+    CreateSshSecret,
+    Delete,
+    Patch,
+    attempt_of,
+    parse_time,
+    role_of,
+)
+from kubetrain.plan.world import World
+from kubetrain.pod_state import is_ready, is_terminating, pod_phase
+
+
+def config_actions(job: Job, children: Children) -> list[Action]:
+    """ServiceAccount, Role, RoleBinding, Secret, ConfigMap and Service: create when missing, correct drift."""
+    actions: list[Action] = []
+    desired = [
+        (children.serviceaccounts, build_service_account(job), None),
+        (children.roles, build_role(job), "rules"),
+        (children.rolebindings, build_role_binding(job), "subjects"),
+        (children.configmaps, build_hosts_configmap(job), "data"),
+        (children.services, build_service(job), "spec"),
+    ]
+    for existing_list, obj, drift_key in desired:
+        existing = children.named(existing_list, obj["metadata"]["name"])
+        if existing is None:
+            actions.append(Create(obj))
+        elif drift_key and drifted(existing.get(drift_key), obj[drift_key]):
+            actions.append(Patch(obj))
+    if children.named(children.secrets, ssh_secret_name(job.name)) is None:
+        actions.append(CreateSshSecret())
+    return actions
+
+
+def drifted(actual: Any, desired: Any) -> bool:
+    """True when a field we set differs; fields the API server adds (clusterIP, ...) are not drift."""
+    if isinstance(desired, Mapping):
+        if not isinstance(actual, Mapping):
+            return True
+        return any(drifted(actual.get(key), value) for key, value in desired.items())
+    if isinstance(desired, list):
+        if not isinstance(actual, list) or len(actual) != len(desired):
+            return True
+        return any(drifted(a, d) for a, d in zip(actual, desired, strict=True))
+    return bool(actual != desired)
+
+
+def attempt_actions(world: World) -> tuple[list[Action], bool]:
+    """The current attempt's workers, then its launcher once every worker is Ready; older attempts' pods and launcher
+    go first. Returns the actions and whether something is still going away (look again soon)."""
+    job, children, attempt = world.job, world.children, world.attempt
+    actions: list[Action] = []
+    workers = world.live_workers
+    waiting = False
+    for pod in children.pods:
+        if role_of(pod) == ROLE_WORKER and pod not in workers.values() and not is_terminating(pod):
+            actions.append(Delete("v1", "Pod", pod["metadata"]["name"]))
+            waiting = True
+    for index in range(job.spec.workers):
+        if index in workers:
+            continue
+        if children.named(children.pods, worker_name(job.name, index)) is not None:
+            waiting = True  # an old attempt's pod with this name is still going away
+            continue
+        actions.append(Create(build_worker_pod(job, index, attempt)))
+    launcher = children.named(children.jobs, launcher_name(job.name))
+    if launcher is not None and attempt_of(launcher) != attempt:
+        if not is_terminating(launcher):
+            actions.append(Delete("batch/v1", "Job", launcher_name(job.name)))
+        waiting = True
+        launcher = None
+    all_ready = sum(1 for pod in workers.values() if is_ready(pod)) == job.spec.workers
+    if launcher is None and all_ready and not waiting:
+        actions.append(Create(build_launcher_job(job, attempt)))
+    return actions, waiting
+
+
+def delete_attempt(job: Job, children: Children) -> list[Action]:
+    """Every worker pod and the launcher Job, for a restart or a suspend."""
+    actions: list[Action] = [
+        Delete("v1", "Pod", pod["metadata"]["name"])
+        for pod in children.pods
+        if role_of(pod) == ROLE_WORKER and not is_terminating(pod)
+    ]
+    launcher = children.named(children.jobs, launcher_name(job.name))
+    if launcher is not None and not is_terminating(launcher):
+        actions.append(Delete("batch/v1", "Job", launcher_name(job.name)))
+    return actions
+
+
+def clean_pods(job: Job, children: Children) -> list[Action]:
+    """cleanPodPolicy at the end: Running deletes the pods still running, All every pod, None none."""
+    policy = job.spec.run_policy.clean_pod_policy
+    if policy == "None":
+        return []
+    return [
+        Delete("v1", "Pod", pod["metadata"]["name"])
+        for pod in children.pods
+        if not is_terminating(pod) and (policy == "All" or pod_phase(pod) in ("Pending", "Running"))
+    ]
+
+
+def ttl_remaining(world: World, completion_time: str | None) -> float | None:
+    """Seconds until ttlSecondsAfterFinished deletes the job (<= 0: now); None without a TTL."""
+    ttl = world.job.spec.run_policy.ttl_seconds_after_finished
+    if ttl is None:
+        return None
+    completed = parse_time(completion_time) or world.now
+    return (completed + timedelta(seconds=ttl) - world.now).total_seconds()

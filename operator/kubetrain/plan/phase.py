@@ -1,0 +1,217 @@
+"""Phase, conditions, reason and message, and the events that announce them: what the user reads in the status.
+
+Includes what kubetrain.sync reports when a pass cannot apply its plan (InvalidSpec, an API server refusal, a
+ChildConflict), so every status the operator writes is decided here."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from kubetrain import reasons as r
+from kubetrain.contract import ROLE_LAUNCHER, ROLE_WORKER, launcher_name, worker_name
+from kubetrain.plan.desired import drifted
+from kubetrain.plan.model import Create, CreateSshSecret, Event, Plan
+from kubetrain.plan.world import World
+from kubetrain.pod_state import (
+    Failure,
+    headline_metric,
+    is_ready,
+    is_terminating,
+    iso,
+    job_finished,
+    merge_conditions,
+    pod_failure,
+    pod_phase,
+    unschedulable_message,
+)
+
+Conditions = Mapping[str, tuple[str, str, str]]
+
+
+def current_failure(world: World) -> Failure | None:
+    """The first reason the current attempt cannot succeed, or None."""
+    job = world.job
+    for index in sorted(world.workers):
+        failure = pod_failure(world.workers[index], ROLE_WORKER)
+        if failure is not None:
+            return failure
+    if world.launcher_pod is not None:
+        failure = pod_failure(world.launcher_pod, ROLE_LAUNCHER)
+        if failure is not None:
+            return failure
+    if job_finished(world.launcher) == "Failed":
+        return Failure(r.LAUNCHER_FAILED, f"launcher Job {launcher_name(job.name)} failed")
+    if world.launcher is not None:
+        for index in range(job.spec.workers):
+            pod = world.workers.get(index)
+            if pod is None or is_terminating(pod):
+                return Failure(r.WORKER_LOST, f"worker pod {worker_name(job.name, index)} disappeared during training")
+    return None
+
+
+def running(world: World, plan: Plan) -> None:
+    """Pending, Starting, Running (or still Restarting) from the workers and the launcher; into `plan`."""
+    job, status = world.job, world.status
+    workers = world.live_workers
+    ready = sum(1 for pod in workers.values() if is_ready(pod))
+    all_ready = ready == job.spec.workers
+    launcher_running = world.launcher_pod is not None and pod_phase(world.launcher_pod) == "Running"
+    unschedulable = next((m for m in map(unschedulable_message, workers.values()) if m), None)
+    if launcher_running:
+        phase, reason, message = r.RUNNING, r.LAUNCHER_RUNNING, "the launcher is running mpirun on every worker"
+    elif world.restarts and status.get("phase") == r.RESTARTING:
+        phase = r.RESTARTING
+        reason = str(status.get("reason", r.WORKER_FAILED))
+        message = str(status.get("message", "restarting every worker and the launcher"))
+    elif all_ready:
+        phase, reason, message = r.STARTING, r.WORKERS_READY, "every worker accepts ssh; starting the launcher"
+    else:
+        phase, reason = r.PENDING, r.WAITING_FOR_WORKERS
+        message = f"{ready}/{job.spec.workers} workers ready"
+    if unschedulable and not launcher_running:
+        reason, message = r.UNSCHEDULABLE, f"worker pods cannot be scheduled: {unschedulable}"
+    # Until the children the API server refused exist, the job keeps saying why it waits (see `waiting`).
+    creating = any(isinstance(action, (Create, CreateSshSecret)) for action in plan.actions)
+    refused = creating and status.get("reason") in r.WAITING_REFUSALS
+    if refused:
+        reason, message = str(status["reason"]), str(status.get("message", ""))
+    conditions = {
+        r.COND_CREATED: ("False", reason, message)
+        if refused
+        else ("True", r.CHILDREN_CREATED, "Secret, ConfigMap, Service, RBAC and worker pods created"),
+        r.COND_WORKERS_READY: (
+            "True" if all_ready else "False",
+            r.WORKERS_READY if all_ready else r.WAITING_FOR_WORKERS,
+            f"{ready}/{job.spec.workers} workers ready",
+        ),
+        r.COND_SCHEDULED: ("False", r.UNSCHEDULABLE, unschedulable)
+        if unschedulable
+        else ("True", "Scheduled", "every worker pod is placed on a node"),
+        r.COND_RUNNING: ("True", r.LAUNCHER_RUNNING, message) if launcher_running else ("False", reason, message),
+        r.COND_SUSPENDED: ("False", r.RESUMED, "the job is not suspended"),
+    }
+    if phase != r.RESTARTING and status.get("phase") == r.RESTARTING:
+        conditions[r.COND_RESTARTING] = ("False", r.RESUMED, "every worker is back")
+    plan.status = status_of(world, phase, reason, message, conditions, ready)
+    plan.status["startTime"] = iso(world.started)
+    if status.get("phase") != phase:
+        plan.events.append(Event("Normal", reason if phase != r.RESTARTING else r.RESTARTING, f"{phase}: {message}"))
+    if unschedulable and status.get("reason") != r.UNSCHEDULABLE:
+        plan.events.append(Event("Warning", r.UNSCHEDULABLE, unschedulable))
+
+
+def restarting(world: World, failure: Failure, plan: Plan) -> None:
+    restarts = world.restarts + 1
+    message = f"restart {restarts}/{world.job.spec.run_policy.backoff_limit}: {failure.message}"
+    conditions = {
+        r.COND_RESTARTING: ("True", failure.reason, message),
+        r.COND_RUNNING: ("False", failure.reason, message),
+        r.COND_WORKERS_READY: ("False", failure.reason, "restarting every worker"),
+    }
+    plan.status = status_of(world, r.RESTARTING, failure.reason, message, conditions, 0, world.attempt + 1)
+    plan.status["restarts"] = restarts
+    plan.events.append(Event("Warning", failure.reason, message))
+
+
+def failed(world: World, failure: Failure, plan: Plan) -> None:
+    conditions = {
+        r.COND_FAILED: ("True", failure.reason, failure.message),
+        r.COND_RUNNING: ("False", failure.reason, failure.message),
+        r.COND_RESTARTING: ("False", failure.reason, "no more restarts"),
+    }
+    plan.status = status_of(world, r.FAILED, failure.reason, failure.message, conditions, 0)
+    plan.status["completionTime"] = iso(world.now)
+    plan.events.append(Event("Warning", failure.reason, failure.message))
+
+
+def succeeded(world: World, plan: Plan) -> None:
+    message = "the launcher exited 0: training finished"
+    conditions = {
+        r.COND_SUCCEEDED: ("True", r.LAUNCHER_SUCCEEDED, message),
+        r.COND_RUNNING: ("False", r.LAUNCHER_SUCCEEDED, message),
+    }
+    plan.status = status_of(world, r.SUCCEEDED, r.LAUNCHER_SUCCEEDED, message, conditions, 0)
+    plan.status["completionTime"] = iso(world.now)
+    plan.events.append(Event("Normal", r.LAUNCHER_SUCCEEDED, message))
+
+
+def suspended(world: World, plan: Plan) -> None:
+    message = "spec.runPolicy.suspend is true: pods deleted, checkpoints and configuration kept"
+    conditions = {
+        r.COND_SUSPENDED: ("True", r.SUSPENDED_BY_USER, message),
+        r.COND_RUNNING: ("False", r.SUSPENDED_BY_USER, message),
+        r.COND_WORKERS_READY: ("False", r.SUSPENDED_BY_USER, "0 workers while suspended"),
+    }
+    plan.status = status_of(world, r.SUSPENDED, r.SUSPENDED_BY_USER, message, conditions, 0)
+    plan.status["startTime"] = None  # activeDeadlineSeconds counts again from the resume
+    if world.status.get("phase") != r.SUSPENDED:
+        plan.events.append(Event("Normal", r.SUSPENDED_BY_USER, message))
+
+
+def status_of(world: World, phase: str, reason: str, message: str, conditions: Conditions, ready: int,
+              attempt: int | None = None) -> dict[str, Any]:  # fmt: skip
+    """The operator's part of status (rank 0 owns progress.epoch/step/metrics and checkpoint)."""
+    status, total = world.status, world.job.spec.workers
+    new: dict[str, Any] = {
+        "phase": phase,
+        "reason": reason,
+        "message": message,
+        "attempt": world.attempt if attempt is None else attempt,
+        "restarts": world.restarts,
+        "workers": {"ready": ready, "total": total, "summary": f"{ready}/{total}"},
+        "conditions": merge_conditions(status.get("conditions") or [], conditions, world.now),
+    }
+    progress = status.get("progress") or {}
+    if progress.get("epoch") is not None:
+        epochs = progress.get("epochs")
+        new["progress"] = {"summary": f"{progress['epoch']}/{epochs}" if epochs else str(progress["epoch"])}
+    metric = headline_metric(progress.get("metrics"))
+    if metric:
+        new["metric"] = metric
+    return new
+
+
+def status_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether writing `new` (a partial status) would change anything."""
+    return drifted(old, {k: v for k, v in new.items() if v is not None}) or any(
+        v is None and old.get(k) is not None for k, v in new.items()
+    )
+
+
+# What a pass reports when it cannot apply its plan (kubetrain.sync writes these).
+
+
+def spec_failed(status: Mapping[str, Any], generation: int | None, reason: str, message: str,
+                now: datetime) -> dict[str, Any] | None:  # fmt: skip
+    """Failed for a spec the operator cannot run (InvalidSpec, AdmissionDenied), once per generation."""
+    if status.get("reason") == reason and status.get("observedGeneration") == generation:
+        return None
+    return {
+        "phase": r.FAILED,
+        "reason": reason,
+        "message": message,
+        "conditions": merge_conditions(status.get("conditions") or [], {r.COND_FAILED: ("True", reason, message)}, now),
+        "completionTime": iso(now),
+    }
+
+
+def waiting(status: Mapping[str, Any], reason: str, message: str, now: datetime) -> dict[str, Any]:
+    """A refusal that may clear (quota, the operator's RBAC, a webhook down): the phase stays, the job says why."""
+    return {
+        "reason": reason,
+        "message": message,
+        "conditions": merge_conditions(status.get("conditions") or [], {r.COND_CREATED: ("False", reason, message)},
+                                       now),  # fmt: skip
+    }
+
+
+def conflicted(status: Mapping[str, Any], message: str, now: datetime) -> dict[str, Any]:
+    """A child's name is taken by an object the job does not own."""
+    conditions = {r.COND_CREATED: ("False", r.CHILD_CONFLICT, message)}
+    return {
+        "reason": r.CHILD_CONFLICT,
+        "message": message,
+        "conditions": merge_conditions(status.get("conditions") or [], conditions, now),
+    }

@@ -1,0 +1,56 @@
+"""Observe one job's world once per pass: the spec, the status so far, its children, and the current attempt's
+workers, launcher Job and launcher pod picked out of them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from kubetrain.api import Job
+from kubetrain.contract import LABEL_INDEX, ROLE_LAUNCHER, ROLE_WORKER
+from kubetrain.plan.model import Children, Obj, attempt_of, parse_time, role_of
+from kubetrain.pod_state import is_terminating
+
+
+@dataclass(frozen=True)
+class World:
+    job: Job
+    status: Mapping[str, Any]
+    children: Children
+    now: datetime
+    attempt: int
+    restarts: int
+    started: datetime  # startTime, or now for a job that has not started
+    workers: dict[int, Obj]  # the current attempt's worker pods by index, terminating ones included
+    launcher: Obj | None  # the current attempt's launcher Job
+    launcher_pod: Obj | None  # its newest pod
+
+    @property
+    def live_workers(self) -> dict[int, Obj]:
+        return {index: pod for index, pod in self.workers.items() if not is_terminating(pod)}
+
+
+def observe(job: Job, status: Mapping[str, Any], children: Children, now: datetime) -> World:
+    attempt = int(status.get("attempt", 0))
+    workers = {
+        int(pod["metadata"]["labels"].get(LABEL_INDEX, "0")): pod
+        for pod in children.pods
+        if role_of(pod) == ROLE_WORKER and attempt_of(pod) == attempt
+    }
+    launcher = next((j for j in children.jobs if role_of(j) == ROLE_LAUNCHER), None)
+    pods = sorted((p for p in children.pods if role_of(p) == ROLE_LAUNCHER and attempt_of(p) == attempt),
+                  key=lambda p: p["metadata"].get("creationTimestamp") or "")  # fmt: skip
+    return World(
+        job=job,
+        status=status,
+        children=children,
+        now=now,
+        attempt=attempt,
+        restarts=int(status.get("restarts", 0)),
+        started=parse_time(status.get("startTime")) or now,
+        workers=workers,
+        launcher=launcher if launcher is not None and attempt_of(launcher) == attempt else None,
+        launcher_pod=pods[-1] if pods else None,
+    )
