@@ -40,7 +40,8 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: 
     settings.watching.server_timeout = 300
     settings.networking.request_timeout = 60
     api_client = load_api_client()
-    api_client.configuration.connection_pool_maxsize = config.sync_threads * 2
+    writes = ThreadPoolExecutor(max_workers=config.sync_threads * 2, thread_name_prefix="write")
+    api_client.configuration.connection_pool_maxsize = config.sync_threads * 3  # passes and their parallel writes
     kube = Kube(api_client)
     written = Written()
     trainings = kwargs[INDEX + TRAININGS]
@@ -54,7 +55,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: 
     if config.lease_name:
         identity = f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
         memo.elector = Elector(api_client, config.lease_namespace, config.lease_name, identity)
-    memo.queue = SyncQueue(read, lambda snapshot: sync_training(kube, written, snapshot),
+    memo.queue = SyncQueue(read, lambda snapshot: sync_training(kube, written, snapshot, writes),
                            config.error_retry_seconds, config.max_retry_seconds,
                            active=lambda: memo.elector is None or memo.elector.leading())  # fmt: skip
     if memo.elector is not None:

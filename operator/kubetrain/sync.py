@@ -7,6 +7,8 @@ posted after the children are created, never in their way."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from concurrent.futures import Executor, wait
 from datetime import datetime, timezone
 from typing import Any
 
@@ -19,6 +21,7 @@ from kubetrain.kube import ChildConflict, ChildRefused, Kube
 from kubetrain.manifests.ssh import build_ssh_secret
 from kubetrain.metrics import record_transition
 from kubetrain.plan import (
+    Action,
     Children,
     Create,
     CreateSshSecret,
@@ -41,14 +44,15 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
 
 
-def sync_training(kube: Kube, written: Written, snapshot: Snapshot) -> float | None:
-    """Converge one job; returns seconds until it should be looked at again (None: only on the next event)."""
+def sync_training(kube: Kube, written: Written, snapshot: Snapshot, pool: Executor | None = None) -> float | None:
+    """Converge one job; returns seconds until it should be looked at again (None: only on the next event).
+    Writes that do not depend on each other go out together through `pool` (one by one without it)."""
     body = snapshot.training
     if body["metadata"].get("deletionTimestamp"):
         return None
     status: dict[str, Any] = body.get("status") or {}
     now = utcnow()
-    writer = Writer(kube, written, body)
+    writer = Writer(kube, written, body, pool)
     try:
         job = parse_job(body)
     except SpecError as error:
@@ -62,7 +66,7 @@ def sync_training(kube: Kube, written: Written, snapshot: Snapshot) -> float | N
         if not refusal.retry:  # fail once, loudly, instead of retrying
             _fail(writer, status, refusal.reason, refusal.message, now)
             return None
-        _wait(writer, {**status, **(plan.status or {})}, refusal, now)
+        _wait(writer, status, plan.status, refusal, now)
         raise RetryLater(refusal.message) from None
     except ChildConflict as conflict:
         writer.status(status, phase.conflicted(status, str(conflict), now))
@@ -75,10 +79,22 @@ class Writer:
     """This pass's writes for one job: each goes to the API server and, where the next pass must see it, into
     `Written`."""
 
-    def __init__(self, kube: Kube, written: Written, body: dict[str, Any]) -> None:
+    def __init__(self, kube: Kube, written: Written, body: dict[str, Any], pool: Executor | None = None) -> None:
         self.kube = kube
         self.written = written
         self.body = body
+        self.pool = pool
+
+    def together(self, calls: list[Callable[[], None]]) -> None:
+        """Run independent writes at once; wait for all, then raise the first error."""
+        if self.pool is None or len(calls) < 2:
+            for call in calls:
+                call()
+            return
+        futures = [self.pool.submit(call) for call in calls]
+        wait(futures)
+        for future in futures:
+            future.result()
 
     def create(self, obj: dict[str, Any], owner_uid: str) -> None:
         created = self.kube.create(obj, owner_uid)
@@ -96,25 +112,48 @@ class Writer:
 
 
 def _apply(writer: Writer, status: dict[str, Any], plan: Plan, job: Job) -> None:
-    """Status first, so a crash between steps never forgets a restart already decided; then the actions; events
-    last, off the children's path."""
-    meta = writer.body["metadata"]
-    kube = writer.kube
-    writer.status(status, plan.status)
-    for action in plan.actions:
-        if isinstance(action, Create):
-            writer.create(action.obj, job.uid)
-        elif isinstance(action, CreateSshSecret):
-            writer.create(build_ssh_secret(job, generate_ssh_keypair(f"kubetrain-{meta['name']}")), job.uid)
-        elif isinstance(action, Patch):
-            kube.patch(action.obj)
-        elif isinstance(action, Delete):
-            kube.delete(action.api_version, action.kind, meta["namespace"], action.name)
-        elif isinstance(action, DeleteTraining):
-            kube.delete_training(meta["namespace"], meta["name"])
-            break
+    """Children first, in waves of writes that do not depend on each other (config, then deletions, then worker
+    pods, then the launcher), then the status, then events. A plan that deletes or starts a new attempt records its
+    status first, so a crash between steps never forgets a restart already decided."""
+    first = plan.status.get("attempt", status.get("attempt", 0)) != status.get("attempt", 0) or any(
+        isinstance(action, (Delete, DeleteTraining)) for action in plan.actions)
+    if first:
+        writer.status(status, plan.status)
+    for wave in waves(plan.actions):
+        writer.together([_call(writer, action, job) for action in wave])
+    if not first:
+        writer.status(status, plan.status)
     for event in plan.events:
         writer.event(event.reason, event.message, event.type)
+
+
+def waves(actions: list[Action]) -> list[list[Action]]:
+    """Actions grouped in the order they may run: a pod needs its ServiceAccount, the launcher its workers."""
+    def rank(action: Action) -> int:
+        if isinstance(action, DeleteTraining):
+            return 4
+        if isinstance(action, Delete):
+            return 1
+        if isinstance(action, Create) and action.obj["kind"] == "Pod":
+            return 2
+        if isinstance(action, Create) and action.obj["kind"] == "Job":
+            return 3
+        return 0  # config children: create or patch
+    ranks = sorted({rank(action) for action in actions})
+    return [[action for action in actions if rank(action) == r] for r in ranks]
+
+
+def _call(writer: Writer, action: Action, job: Job) -> Callable[[], None]:
+    meta, kube = writer.body["metadata"], writer.kube
+    if isinstance(action, Create):
+        return lambda: writer.create(action.obj, job.uid)
+    if isinstance(action, CreateSshSecret):
+        return lambda: writer.create(build_ssh_secret(job, generate_ssh_keypair(f"kubetrain-{meta['name']}")), job.uid)
+    if isinstance(action, Patch):
+        return lambda: kube.patch(action.obj)
+    if isinstance(action, Delete):
+        return lambda: kube.delete(action.api_version, action.kind, meta["namespace"], action.name)
+    return lambda: kube.delete_training(meta["namespace"], meta["name"])
 
 
 def _fail(writer: Writer, status: dict[str, Any], reason: str, message: str, now: datetime) -> None:
@@ -129,9 +168,10 @@ def _fail(writer: Writer, status: dict[str, Any], reason: str, message: str, now
     log.warning("%s/%s: %s", meta["namespace"], meta["name"], message)
 
 
-def _wait(writer: Writer, status: dict[str, Any], refusal: Refusal, now: datetime) -> None:
-    """One status write and one event per new refusal message, not per retry."""
-    new = phase.waiting(status, refusal.reason, refusal.message, now)
+def _wait(writer: Writer, status: dict[str, Any], planned: dict[str, Any], refusal: Refusal, now: datetime) -> None:
+    """The planned status with the refusal in it: one status write and one event per new refusal message, not per
+    retry."""
+    new = {**planned, **phase.waiting({**status, **planned}, refusal.reason, refusal.message, now)}
     if status_changed(status, new):
         writer.status(status, new)
         writer.event(refusal.reason, refusal.message, "Warning")

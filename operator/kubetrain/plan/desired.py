@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 from kubetrain.api import Job
-from kubetrain.contract import ROLE_WORKER, launcher_name, ssh_secret_name, worker_name
+from kubetrain.contract import ROLE_LAUNCHER, ROLE_WORKER, launcher_name, ssh_secret_name, worker_name
 from kubetrain.manifests.hosts import build_hosts_configmap
 from kubetrain.manifests.launcher import build_launcher_job
 from kubetrain.manifests.pods import build_worker_pod
@@ -19,13 +19,14 @@ from kubetrain.plan.model import (
     Create,
     CreateSshSecret,
     Delete,
+    Obj,
     Patch,
     attempt_of,
     parse_time,
     role_of,
 )
 from kubetrain.plan.world import World
-from kubetrain.pod_state import is_ready, is_terminating, pod_phase
+from kubetrain.pod_state import is_ready, is_terminating, job_finished, pod_phase
 
 
 def config_actions(job: Job, children: Children) -> list[Action]:
@@ -106,14 +107,25 @@ def delete_attempt(job: Job, children: Children) -> list[Action]:
 
 
 def clean_pods(job: Job, children: Children) -> list[Action]:
-    """cleanPodPolicy at the end: Running deletes the pods still running, All every pod, None none."""
+    """cleanPodPolicy at the end: Running deletes the pods still running, All every pod, None none.
+
+    The pod of a launcher Job that has finished is never 'still running', whatever the cache last heard of it: its
+    watch may lag the Job's, and deleting it would lose the training's log."""
     policy = job.spec.run_policy.clean_pod_policy
     if policy == "None":
         return []
+    launcher = children.named(children.jobs, launcher_name(job.name))
+    launcher_done = job_finished(launcher) is not None
+
+    def still_running(pod: Obj) -> bool:
+        if role_of(pod) == ROLE_LAUNCHER and launcher_done:
+            return False
+        return pod_phase(pod) in ("Pending", "Running")
+
     return [
         Delete("v1", "Pod", pod["metadata"]["name"])
         for pod in children.pods
-        if not is_terminating(pod) and (policy == "All" or pod_phase(pod) in ("Pending", "Running"))
+        if not is_terminating(pod) and (policy == "All" or still_running(pod))
     ]
 
 

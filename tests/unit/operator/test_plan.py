@@ -298,3 +298,12 @@ def test_a_refused_worker_keeps_the_refusal_in_status_until_it_exists() -> None:
     assert cleared.status["reason"] == r.WAITING_FOR_WORKERS
     created = next(c for c in cleared.status["conditions"] if c["type"] == r.COND_CREATED)
     assert (created["status"], created["reason"]) == ("True", r.CHILDREN_CREATED)
+
+
+def test_the_pod_of_a_finished_launcher_is_kept_even_if_the_cache_still_sees_it_running() -> None:
+    job = job_of(runPolicy={"cleanPodPolicy": "Running"})
+    batch, pod = launcher(job, finished="Complete")
+    lagging = {**pod, "status": {"phase": "Running"}}  # the pod's watch has not caught up with the Job's
+    children = Children(pods=[worker(job, 0), worker(job, 1), lagging], jobs=[batch], **config_children(job))
+    plan = decide(job, {"phase": r.SUCCEEDED, "completionTime": "2026-11-21T12:00:00Z"}, children, NOW)
+    assert {a.name for a in plan.actions if isinstance(a, Delete)} == {"cifar-worker-0", "cifar-worker-1"}

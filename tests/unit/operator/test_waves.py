@@ -1,0 +1,32 @@
+"""The order a pass writes in: independent writes together, a pod after its ServiceAccount, the launcher last."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from dtr_bodies import training
+
+from kubetrain.api import parse_job
+from kubetrain.plan import Children, Create, CreateSshSecret, Delete, decide
+from kubetrain.sync import waves
+
+NOW = datetime(2026, 11, 22, 12, 0, 0)
+
+
+def kinds(wave: list) -> list[str]:
+    return sorted(a.obj["kind"] if isinstance(a, Create) else type(a).__name__ for a in wave)
+
+
+def test_a_new_job_writes_config_together_then_its_worker_pods_together() -> None:
+    plan = decide(parse_job(training()), {}, Children(), NOW)
+    config, pods = waves(plan.actions)
+    assert kinds(config) == sorted(["ConfigMap", "CreateSshSecret", "Role", "RoleBinding", "Service",
+                                    "ServiceAccount"])
+    assert kinds(pods) == ["Pod", "Pod"]
+
+
+def test_deletions_come_before_creations_and_the_launcher_last() -> None:
+    pod = Create({"kind": "Pod"})
+    launcher = Create({"kind": "Job"})
+    stale = Delete("v1", "Pod", "old-worker-0")
+    assert waves([launcher, pod, stale, CreateSshSecret()]) == [[CreateSshSecret()], [stale], [pod], [launcher]]
