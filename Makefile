@@ -18,6 +18,7 @@ images: setup
 
 test: lint images
 	tests/controlplane/build.sh
+	tests/bench/peer/build.sh
 	$(PY) -m pytest -q tests -p no:cacheprovider
 
 unit: setup

@@ -10,11 +10,30 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-LABEL_JOB = "kubetrain.dev/job-name"
-LABEL_ROLE = "kubetrain.dev/role"
-WORKER_ROLE = "worker"
-
 Key = tuple[str, str]  # (kind, name)
+
+
+@dataclass(frozen=True)
+class Convention:
+    """How an operator labels a job's children: the label keys naming the job (first present wins) and the role."""
+
+    job_keys: tuple[str, ...]
+    role_key: str
+    worker_role: str = "worker"
+
+    def job_of(self, labels: Mapping[str, str]) -> str | None:
+        return next((labels[key] for key in self.job_keys if key in labels), None)
+
+    @property
+    def selector(self) -> str | None:
+        """A watch label selector that finds every child, if one label is on all of them."""
+        return self.job_keys[0] if len(self.job_keys) == 1 else None
+
+
+KUBETRAIN = Convention(("kubetrain.dev/job-name",), "kubetrain.dev/role")
+# mpi-operator v0.8.0 labels its pods with the job name and role, its ConfigMap, Service, Secret and Job with app=<job>
+MPI_OPERATOR = Convention(("training.kubeflow.org/job-name", "app"), "training.kubeflow.org/job-role")
+LABEL_JOB = KUBETRAIN.job_keys[0]
 
 
 @dataclass
@@ -35,19 +54,20 @@ class JobLatency:
     ready_to_launcher: float  # last worker Ready -> launcher Job exists
 
 
-def owned(observation: Observation, job: str) -> list[Key]:
-    return [key for key, labels in observation.labels.items() if labels.get(LABEL_JOB) == job]
+def owned(observation: Observation, job: str, convention: Convention = KUBETRAIN) -> list[Key]:
+    return [key for key, labels in observation.labels.items() if convention.job_of(labels) == job]
 
 
-def is_launcher_side(key: Key, labels: Mapping[str, str]) -> bool:
+def is_launcher_side(key: Key, labels: Mapping[str, str], convention: Convention = KUBETRAIN) -> bool:
     kind, _ = key
-    return kind == "Job" or (kind == "Pod" and labels.get(LABEL_ROLE) != WORKER_ROLE)
+    return kind == "Job" or (kind == "Pod" and labels.get(convention.role_key) != convention.worker_role)
 
 
-def job_latency(observation: Observation, job: str, submitted: float) -> JobLatency:
+def job_latency(observation: Observation, job: str, submitted: float,
+                convention: Convention = KUBETRAIN) -> JobLatency:  # fmt: skip
     """Latencies of one job created at `submitted`; raises ValueError naming what was never seen."""
-    keys = owned(observation, job)
-    children = [k for k in keys if not is_launcher_side(k, observation.labels[k])]
+    keys = owned(observation, job, convention)
+    children = [k for k in keys if not is_launcher_side(k, observation.labels[k], convention)]
     launchers = [k for k in keys if k[0] == "Job"]
     workers = [k[1] for k in children if k[0] == "Pod"]
     if not children or not launchers or not workers:

@@ -15,7 +15,7 @@ import urllib3
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from .latency import LABEL_JOB, Observation
+from .latency import KUBETRAIN, Convention, Observation
 
 WATCH_SECONDS = 60
 
@@ -42,8 +42,10 @@ def _ready(pod: dict[str, Any]) -> bool:
 class Observer:
     """Records one namespace's children until `stop()`; read `observation` under `lock`."""
 
-    def __init__(self, make_client: Callable[[], client.ApiClient], namespace: str) -> None:
+    def __init__(self, make_client: Callable[[], client.ApiClient], namespace: str,
+                 convention: Convention = KUBETRAIN) -> None:  # fmt: skip
         self.namespace = namespace
+        self.convention = convention
         self.observation = Observation()
         self.lock = threading.Lock()
         self._make_client = make_client
@@ -66,8 +68,9 @@ class Observer:
         version = None
         while not self._stopped.is_set():
             try:
-                stream = watch.Watch().stream(lister, self.namespace, label_selector=LABEL_JOB, deserialize=False,
-                                              timeout_seconds=WATCH_SECONDS, resource_version=version)
+                stream = watch.Watch().stream(lister, self.namespace, label_selector=self.convention.selector,
+                                              deserialize=False, timeout_seconds=WATCH_SECONDS,
+                                              resource_version=version)
                 for event in stream:
                     now = time.monotonic()
                     obj = event["object"]
@@ -83,6 +86,8 @@ class Observer:
 
     def _record(self, kind: str, obj: dict[str, Any], now: float) -> None:
         meta = obj["metadata"]
+        if self.convention.job_of(meta.get("labels") or {}) is None:
+            return
         key = (kind, meta["name"])
         with self.lock:
             self.observation.first_seen.setdefault(key, now)
@@ -93,5 +98,5 @@ class Observer:
     def launched(self, names: list[str]) -> set[str]:
         """The trainings among `names` whose launcher Job has been seen."""
         with self.lock:
-            return {labels.get(LABEL_JOB, "") for (kind, _), labels in self.observation.labels.items()
+            return {self.convention.job_of(labels) or "" for (kind, _), labels in self.observation.labels.items()
                     if kind == "Job"} & set(names)

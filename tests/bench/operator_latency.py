@@ -1,11 +1,12 @@
-"""Operator latency and scale on the real control plane: N DistributedTrainings created at once, then how long until
-every child exists and until the launcher Job exists (kwok marks the worker pods Ready as soon as they are bound),
-p50/p99 over jobs, and the API requests each job costs.
+"""Operator latency and scale on the real control plane, kubetrain side by side with mpi-operator (shipped and
+tuned): N jobs created at once, then how long until every child exists and until the launcher Job exists (kwok marks
+the worker pods Ready as soon as they are bound), p50/p99 over jobs, the API requests each job costs, the operator's
+CPU seconds per job and its peak RSS, and each kubetrain/peer ratio.
 
-Per round (N jobs): a fresh namespace, the real operator started for it, one warm-up job run to its launcher (imports,
-connections and watches are then warm, and every watch of the observer has seen traffic), then `repeats` times: N
-creates from N threads at once, wait until every job has its launcher and the operator has gone quiet (no reconcile
-pass for 2 s: the follow-up passes count too), scrape /metrics.
+Per round (one contender, N jobs): a fresh namespace on the shared control plane, the contender's operator started for
+it, one warm-up job run to its launcher (imports, connections and watches are then warm), then `repeats` times: N
+creates from N threads at once, wait until every job has its launcher and the operator's API requests have stopped
+for 2 s (the follow-up passes count too), scrape the API server's metrics. Contenders take turns at each size.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from pathlib import Path
 import kopf
 from kubernetes import client, config
 
-from . import prometheus
+from . import mpi_operator, prometheus
+from .contenders import Contender, Run, all_contenders, process_usage
 from .controlplane_access import (
     OPERATOR_FLOW_SCHEMA,
     ControlPlane,
@@ -27,7 +29,6 @@ from .controlplane_access import (
     install_crd,
     operator_kubeconfig,
     scrape_apiserver,
-    training,
     wait_until,
 )
 from .latency import JobLatency, job_latency
@@ -35,7 +36,6 @@ from .observer import Observer
 from .report import Row
 from .stats import percentile
 
-GROUP, VERSION, PLURAL = "kubetrain.dev", "v1alpha1", "distributedtrainings"
 SECTION = "1 operator"
 SLO_SECONDS = 1.0  # Kubernetes' API call latency SLO: 1 s p99 for mutating calls on single objects
 SETTLE_SECONDS = 2.0
@@ -44,12 +44,15 @@ IDLE_SECONDS = 5.0
 
 @dataclass(frozen=True)
 class RoundResult:
+    contender: str
     jobs: int
     latencies: list[JobLatency]
     operator_requests_per_job: float
     all_requests_per_job: float
-    syncs_per_job: float
-    mean_sync_seconds: float
+    cpu_seconds_per_job: float
+    peak_rss_mib: float
+    syncs_per_job: float | None  # kubetrain's own reconcile metrics; None for the peer
+    mean_sync_seconds: float | None
 
 
 def _api_factory(kubeconfig: Path):  # noqa: ANN202 - returns a client factory
@@ -73,15 +76,16 @@ def _syncs(samples: list[prometheus.Sample]) -> tuple[float, float]:
             prometheus.total(samples, "kubetrain_reconcile_duration_seconds_sum"))
 
 
-def _create(api: client.ApiClient, namespace: str, name: str) -> float:
-    """Create one training; returns the monotonic time just before the request left."""
+def _create(api: client.ApiClient, contender: Contender, namespace: str, name: str) -> float:
+    """Create one job; returns the monotonic time just before the request left."""
     custom = client.CustomObjectsApi(api)
+    group, version, plural = contender.resource
     submitted = time.monotonic()
-    custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, training(name))
+    custom.create_namespaced_custom_object(group, version, namespace, plural, contender.body(name))
     return submitted
 
 
-def _wait_launched(observer: Observer, names: list[str], operator: OperatorRun, timeout: float) -> None:
+def _wait_launched(observer: Observer, names: list[str], operator: Run, timeout: float) -> None:
     def all_launched() -> bool:
         if operator.process.poll() is not None:
             raise RuntimeError(f"the operator exited; log {operator.log}:\n{operator.tail()}")
@@ -93,27 +97,29 @@ def _wait_launched(observer: Observer, names: list[str], operator: OperatorRun, 
         raise RuntimeError(f"{error}\noperator log {operator.log}:\n{operator.tail()}") from None
 
 
-def _wait_quiet(operator: OperatorRun, timeout: float = 60.0) -> None:
-    """Until the operator's reconcile count stops moving for SETTLE_SECONDS."""
+def _wait_quiet(plane: ControlPlane, timeout: float = 60.0) -> None:
+    """Until the operator's API requests stop for SETTLE_SECONDS (the same test for every contender)."""
     deadline = time.monotonic() + timeout
-    last, since = _syncs(operator.metrics())[0], time.monotonic()
+    last, since = _operator_requests(scrape_apiserver(plane)), time.monotonic()
     while time.monotonic() < deadline:
-        time.sleep(0.25)
-        count = _syncs(operator.metrics())[0]
-        if count != last:
-            last, since = count, time.monotonic()
+        time.sleep(0.5)
+        count = _operator_requests(scrape_apiserver(plane)) - 1  # our own scrape is not the operator's
+        if count > last:
+            last, since = count + 1, time.monotonic()
         elif time.monotonic() - since >= SETTLE_SECONDS:
             return
 
 
 class OperatorBench:
-    """One control plane for every round; `round(jobs, repeats)` measures N jobs created at once."""
+    """One control plane for every round; `round(contender, jobs, repeats)` measures N jobs created at once."""
 
     def __init__(self, workdir: Path, nodes: int, gpus_per_node: int) -> None:
         self.workdir = workdir
         self.plane = ControlPlane.start(workdir / "controlplane",
                                         nodes=[(f"kwok-gpu-{i}", gpus_per_node) for i in range(nodes)])
         install_crd(self.plane)
+        if mpi_operator.binary() is not None:
+            mpi_operator.install(self.plane)
         self.operator_config = operator_kubeconfig(self.plane, workdir / "operator.kubeconfig")
         self.make_client = _api_factory(self.plane.kubeconfig)
         self.background_per_second: float | None = None
@@ -137,35 +143,44 @@ class OperatorBench:
         after = _all_requests(scrape_apiserver(self.plane))
         return max(0.0, (after - before - 1) / (time.monotonic() - start))  # the first scrape itself is 1 request
 
-    def round(self, jobs: int, repeats: int) -> RoundResult:
+    def round(self, contender: Contender, jobs: int, repeats: int) -> RoundResult:
         namespace = self._namespace(jobs)
-        observer = Observer(self.make_client, namespace).start()
-        operator = OperatorRun(self.plane, self.operator_config, namespace, self.workdir / f"operator-{namespace}.log")
+        observer = Observer(self.make_client, namespace, contender.convention).start()
+        log = self.workdir / f"operator-{namespace}.log"
+        operator = contender.start(self.plane, self.operator_config, namespace, log)
         api = self.make_client()
+        kubetrain = isinstance(operator, OperatorRun)
         try:
             operator.wait_serving()
-            _create(api, namespace, "warmup")
+            _create(api, contender, namespace, "warmup")
             _wait_launched(observer, ["warmup"], operator, timeout=180)
-            _wait_quiet(operator)
+            _wait_quiet(self.plane)
             if self.background_per_second is None:
                 self.background_per_second = self._background_rate()
             latencies: list[JobLatency] = []
-            operator_requests = all_requests = syncs = sync_seconds = 0.0
+            operator_requests = all_requests = syncs = sync_seconds = cpu = 0.0
             pool = ThreadPoolExecutor(max_workers=min(jobs, 16))
             for repeat in range(repeats):
                 names = [f"job-{repeat}-{index}" for index in range(jobs)]
-                api_before, operator_before = scrape_apiserver(self.plane), operator.metrics()
+                api_before = scrape_apiserver(self.plane)
+                operator_before = operator.metrics() if isinstance(operator, OperatorRun) else []
+                cpu_before, _ = process_usage(operator.process.pid)
                 started = time.monotonic()
-                submitted = dict(zip(names, pool.map(lambda n: _create(api, namespace, n), names), strict=True))
+                submitted = dict(zip(names, pool.map(lambda n: _create(api, contender, namespace, n), names),
+                                     strict=True))  # fmt: skip
                 _wait_launched(observer, names, operator, timeout=120 + 5 * jobs)
-                _wait_quiet(operator)
-                api_after, operator_after = scrape_apiserver(self.plane), operator.metrics()
+                _wait_quiet(self.plane)
+                api_after = scrape_apiserver(self.plane)
+                operator_after = operator.metrics() if isinstance(operator, OperatorRun) else []
+                cpu_after, peak_rss = process_usage(operator.process.pid)
                 elapsed = time.monotonic() - started
                 with observer.lock:
-                    latencies += [job_latency(observer.observation, name, submitted[name]) for name in names]
+                    latencies += [job_latency(observer.observation, name, submitted[name], contender.convention)
+                                  for name in names]  # fmt: skip
                 operator_requests += _operator_requests(api_after) - _operator_requests(api_before)
                 all_requests += (_all_requests(api_after) - _all_requests(api_before)
                                  - self.background_per_second * elapsed)
+                cpu += cpu_after - cpu_before
                 (count_after, sum_after), (count_before, sum_before) = _syncs(operator_after), _syncs(operator_before)
                 syncs += count_after - count_before
                 sync_seconds += sum_after - sum_before
@@ -175,47 +190,89 @@ class OperatorBench:
             operator.stop()
             self.plane.kubectl("delete", "namespace", namespace, "--wait=false")
         total_jobs = jobs * repeats
-        return RoundResult(jobs=jobs, latencies=latencies, operator_requests_per_job=operator_requests / total_jobs,
-                           all_requests_per_job=all_requests / total_jobs, syncs_per_job=syncs / total_jobs,
-                           mean_sync_seconds=sync_seconds / syncs if syncs else 0.0)
+        return RoundResult(contender=contender.name, jobs=jobs, latencies=latencies,
+                           operator_requests_per_job=operator_requests / total_jobs,
+                           all_requests_per_job=all_requests / total_jobs, cpu_seconds_per_job=cpu / total_jobs,
+                           peak_rss_mib=peak_rss,
+                           syncs_per_job=syncs / total_jobs if kubetrain else None,
+                           mean_sync_seconds=(sync_seconds / syncs if syncs else 0.0) if kubetrain else None)
 
 
 def rows(result: RoundResult) -> list[Row]:
-    """Three rows per round: create -> children, create -> launcher, API requests per job."""
+    """One contender at one size: create -> children, create -> launcher, API requests, CPU and memory."""
     children = [latency.to_children for latency in result.latencies]
     launcher = [latency.to_launcher for latency in result.latencies]
     ready = [latency.ready_to_launcher for latency in result.latencies]
     window = kopf.OperatorSettings().batching.batch_window
-    plural = "job" if result.jobs == 1 else "jobs"
+    who, size = result.contender, f"{result.jobs} {'job' if result.jobs == 1 else 'jobs'}"
     p99_children = percentile(children, 99)
+    ours = result.syncs_per_job is not None
+    passes = (f"; {result.syncs_per_job:.1f} reconcile passes/job, mean pass "
+              f"{1000 * (result.mean_sync_seconds or 0.0):.0f} ms" if ours else "")
     return [
-        Row(SECTION, f"create -> all children, {result.jobs} {plural} at once (p99)", p99_children, "s",
-            target=f"< {SLO_SECONDS:g} s", meets=p99_children < SLO_SECONDS,
+        Row(SECTION, f"{who}: create -> all children, {size} at once (p99)", p99_children, "s",
+            target=f"< {SLO_SECONDS:g} s" if ours and result.jobs <= 10 else "",
+            meets=p99_children < SLO_SECONDS if ours and result.jobs <= 10 else None,
             detail=f"p50 {percentile(children, 50):.3f} s over {len(children)} jobs, "
-                   f"{result.latencies[0].children} children each; API call SLO 1 s p99; "
-                   f"kopf batch window {window:g} s",
+                   f"{result.latencies[0].children} children each"
+                   + (f"; kopf batch window {window:g} s" if ours else ""),
             extra={"p50": percentile(children, 50), "samples": children}),
-        Row(SECTION, f"create -> launcher Job, workers Ready in kwok, {result.jobs} {plural} (p99)",
+        Row(SECTION, f"{who}: create -> launcher Job, workers Ready in kwok, {size} (p99)",
             percentile(launcher, 99), "s",
             detail=f"p50 {percentile(launcher, 50):.3f} s; last worker Ready -> launcher p50 "
                    f"{percentile(ready, 50):.3f} s, p99 {percentile(ready, 99):.3f} s",
             extra={"p50": percentile(launcher, 50), "samples": launcher, "ready_to_launcher": ready}),
-        Row(SECTION, f"operator API requests per job, {result.jobs} {plural}", result.operator_requests_per_job,
-            "requests",
-            detail=f"all clients {result.all_requests_per_job:.0f}/job (idle rate subtracted); "
-                   f"{result.syncs_per_job:.1f} reconcile passes/job, mean pass "
-                   f"{1000 * result.mean_sync_seconds:.0f} ms",
+        Row(SECTION, f"{who}: operator API requests per job, {size}", result.operator_requests_per_job, "requests",
+            target="<= 20" if ours else "", meets=result.operator_requests_per_job <= 20 if ours else None,
+            detail=f"all clients {result.all_requests_per_job:.0f}/job (idle rate subtracted){passes}",
             extra={"all_clients_per_job": result.all_requests_per_job, "syncs_per_job": result.syncs_per_job,
                    "mean_sync_seconds": result.mean_sync_seconds}),
+        Row(SECTION, f"{who}: operator CPU seconds per job, {size}", result.cpu_seconds_per_job, "s",
+            detail=f"peak RSS {result.peak_rss_mib:.0f} MiB", extra={"peak_rss_mib": result.peak_rss_mib}),
     ]
+
+
+def ratio_rows(ours: RoundResult, peer: RoundResult, tuned: bool) -> list[Row]:
+    """kubetrain / peer at one size: below 1 is kubetrain ahead. Targets: 0.8x the tuned peer's p99 at 50+ jobs,
+    5x better than the shipped peer's at 10+; requests, CPU and memory within 1.5x of the tuned peer's at 500."""
+    def p99(result: RoundResult) -> float:
+        return percentile([latency.to_children for latency in result.latencies], 99)
+
+    size = f"{ours.jobs} {'job' if ours.jobs == 1 else 'jobs'}"
+    latency = p99(ours) / p99(peer)
+    bound = 0.8 if tuned else 0.2
+    scored = ours.jobs >= (50 if tuned else 10)  # at one job both answer in tens of milliseconds
+    found = [Row(SECTION, f"kubetrain / {peer.contender}: create -> all children p99, {size}", latency, "x",
+                 target=f"<= {bound:g}" if scored else "", meets=latency <= bound if scored else None,
+                 detail=f"{p99(ours):.2f} s vs {p99(peer):.2f} s")]
+    if tuned:
+        for what, value in (("API requests per job", ours.operator_requests_per_job / peer.operator_requests_per_job),
+                            ("CPU seconds per job", ours.cpu_seconds_per_job / peer.cpu_seconds_per_job),
+                            ("peak RSS", ours.peak_rss_mib / peer.peak_rss_mib)):
+            found.append(Row(SECTION, f"kubetrain / {peer.contender}: {what}, {size}", value, "x",
+                             target="<= 1.5" if ours.jobs >= 500 else "",
+                             meets=value <= 1.5 if ours.jobs >= 500 else None))
+    return found
 
 
 def measure(workdir: Path, job_counts: list[int], repeats_for_one: int, nodes: int, gpus_per_node: int) -> list[Row]:
     bench = OperatorBench(workdir, nodes, gpus_per_node)
     try:
         found: list[Row] = []
+        contenders = all_contenders()
+        for contender in contenders:
+            if contender.missing:
+                found.append(Row(SECTION, f"{contender.name}: not measured", float("nan"), "",
+                                 detail=contender.missing))
         for jobs in job_counts:
-            found += rows(bench.round(jobs, repeats_for_one if jobs == 1 else 1))
+            results = {c.name: bench.round(c, jobs, repeats_for_one if jobs == 1 else 1)
+                       for c in contenders if not c.missing}  # fmt: skip
+            for result in results.values():
+                found += rows(result)
+            ours = results[contenders[0].name]
+            for peer, tuned in ((contenders[1], False), (contenders[2], True)):
+                if peer.name in results:
+                    found += ratio_rows(ours, results[peer.name], tuned)
         return found
     finally:
         bench.stop()

@@ -1,7 +1,7 @@
 """Run kubetrain's benchmarks side by side, print the table, write results/latest.json and results/latest.md.
 
     python -m tests.bench --size small     # seconds to a few minutes; what CI runs
-    python -m tests.bench --size full      # the sizes of the issue: 1/10/50 jobs, 3 interleaved rounds, ...
+    python -m tests.bench --size full      # the sizes of the issue: 1/10/50/500 jobs, 3 interleaved rounds, ...
 
 Absolute numbers on a shared machine are noisy; the table leads with ratios of runs made side by side and medians
 over repeats. A row that misses its target is reported, never raised: benchmarks do not fail on a slow machine.
@@ -62,7 +62,7 @@ SIZES = {
                    fusion_settings=(FusionSetting(64 * MIB, 1.0),),
                    feed_rows=4096, feed_steps=20, feed_repeats=2, read_rows=12_000, read_repeats=2,
                    memory_rows=8192),
-    "full": Sizes(operator_jobs=(1, 10, 50), operator_single_repeats=5, operator_nodes=3,
+    "full": Sizes(operator_jobs=(1, 10, 50, 500), operator_single_repeats=5, operator_nodes=16,
                   horovod_rounds=3, horovod_steps=60, horovod_windows=6, horovod_warmup=10,
                   fusion_settings=(FusionSetting(64 * MIB, 1.0), FusionSetting(64 * MIB, 5.0),
                                    FusionSetting(1 * MIB, 1.0)),

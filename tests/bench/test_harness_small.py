@@ -12,10 +12,13 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+OPERATORS = ("kubetrain", "mpi-operator v0.8.0 shipped", "mpi-operator v0.8.0 tuned")
 EXPECTED = [
-    "create -> all children, 1 job", "create -> all children, 5 jobs",
-    "create -> launcher Job, workers Ready in kwok, 1 job", "create -> launcher Job, workers Ready in kwok, 5 jobs",
-    "operator API requests per job, 1 job", "operator API requests per job, 5 jobs",
+    *(f"{who}: {what}, {size}" for who in OPERATORS for size in ("1 job", "5 jobs")
+      for what in ("create -> all children", "create -> launcher Job, workers Ready in kwok",
+                   "operator API requests per job", "operator CPU seconds per job")),
+    *(f"kubetrain / {peer}: create -> all children p99, {size}" for peer in OPERATORS[1:]
+      for size in ("1 job", "5 jobs")),
     "(a) plain Keras", "(b) Horovod np=1", "(c) Horovod np=2", "(c)/(a) images/s", "(c)/(a) images per CPU second",
     "allreduce / step time", "HDF5 pipeline vs in-memory tensors, training steps/s",
     "HDF5 pipeline vs in-memory tensors, steps per CPU second", "contiguous block vs strided",

@@ -46,9 +46,8 @@ fi
 
 command -v go >/dev/null || { echo "controlplane: 'go' not found on PATH; install Go >= 1.24" >&2; exit 1; }
 mkdir -p "$bin" "$cache/go"
-# Go's module and build caches live in the kubetrain cache (shared between keys), never in the repository.
-export GOPATH="$cache/go/path" GOCACHE="$cache/go/build" GOMODCACHE="$cache/go/path/pkg/mod"
-export GOFLAGS=-modcacherw GOTOOLCHAIN=local CGO_ENABLED=0 GO111MODULE=on
+# shellcheck source=../../.ci/go-env.sh
+. "$(dirname "$0")/../../.ci/go-env.sh"
 log="$root/build.log"
 : >"$log"
 

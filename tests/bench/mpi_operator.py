@@ -1,0 +1,70 @@
+"""The benchmark's peer, Kubeflow's mpi-operator v0.8.0 (built by tests/bench/peer/build.sh), on the same control
+plane as kubetrain: its CRD from the Go module cache, an MPIJob equal to the bench's DistributedTraining, and the
+operator process as shipped or tuned."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from .controlplane_access import REPO, ControlPlane, wait_until
+
+BUILD = REPO / "tests" / "bench" / "peer" / "build.sh"
+VERSION = "v0.8.0"
+LOCK_NAMESPACE = "mpi-operator"  # its leader-election lock lives here
+SHIPPED: tuple[str, ...] = ()  # its defaults: client QPS 5, burst 10, threadiness 2, queue 10/s burst 100
+TUNED = ("--kube-api-qps=500", "--kube-api-burst=1000", "--threadiness=8", "--controller-queue-rate-limit=500",
+         "--controller-queue-burst=1000")
+
+
+def root() -> Path:
+    return Path(subprocess.run([str(BUILD), "--print-root"], capture_output=True, text=True, check=True).stdout.strip())
+
+
+def binary() -> Path | None:
+    """The built binary, or None (then the peer's rows say how to build it)."""
+    path = root() / "bin" / "mpi-operator"
+    return path if path.exists() else None
+
+
+def crd_path() -> Path:
+    """kubeflow.org_mpijobs.yaml of the pinned module, from the Go module cache the build filled."""
+    module = root().parent / "go" / "path" / "pkg" / "mod" / "github.com" / "kubeflow" / f"mpi-operator@{VERSION}"
+    return module / "manifests" / "base" / "kubeflow.org_mpijobs.yaml"
+
+
+def install(plane: ControlPlane) -> None:
+    plane.kubectl("apply", "--server-side", f"--filename={crd_path()}")
+
+    def established() -> bool:
+        conditions = (plane.get("crd", "mpijobs.kubeflow.org").get("status") or {}).get("conditions")
+        return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions or [])
+
+    wait_until(established, message="the MPIJob CRD to be Established")
+    plane.kubectl("create", "namespace", LOCK_NAMESPACE)
+
+
+def mpijob(training: dict[str, Any]) -> dict[str, Any]:
+    """The MPIJob that asks for what `training` (the bench's DistributedTraining) asks for: the same image, command,
+    workers and GPUs, its launcher created once every worker is Ready, as kubetrain does."""
+    spec = training["spec"]
+    gpus = {"nvidia.com/gpu": spec["resources"]["gpusPerWorker"]}
+    container = {"image": spec["image"], "imagePullPolicy": "IfNotPresent"}
+    return {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": training["metadata"]["name"]},
+        "spec": {
+            "slotsPerWorker": spec["resources"]["gpusPerWorker"] or 1,
+            "launcherCreationPolicy": "WaitForWorkersReady",
+            "runPolicy": {"cleanPodPolicy": "Running"},
+            "mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1, "template": {"spec": {"containers": [
+                    {**container, "name": "launcher", "command": ["mpirun", *spec["command"]]}]}}},
+                "Worker": {"replicas": spec["workers"], "template": {"spec": {"containers": [
+                    {**container, "name": "worker", "command": ["/usr/sbin/sshd", "-De"],
+                     "resources": {"limits": gpus}}]}}},
+            },
+        },
+    }
