@@ -96,9 +96,10 @@ class SyncQueue(Generic[Snapshot]):
         if delay is None:
             return
         loop = asyncio.get_running_loop()
-        self._timers[key] = loop.call_later(delay, self._spawn, key)
+        self._timers[key] = loop.call_later(delay, self.spawn, key)
 
-    def _spawn(self, key: Key) -> None:
+    def spawn(self, key: Key) -> None:
+        """Poke `key` in a task of its own (kept until done), from code that cannot await."""
         self._timers.pop(key, None)
         task = asyncio.ensure_future(self.poke(key))
         self._tasks.add(task)

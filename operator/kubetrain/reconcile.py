@@ -73,7 +73,7 @@ async def _lead(elector: Elector, queue: SyncQueue[Snapshot], trainings: kopf.In
         now_leading = await asyncio.to_thread(elector.try_lead)
         if now_leading and not leading:
             for key in list(trainings):
-                asyncio.ensure_future(queue.poke(key))
+                queue.spawn(key)
         leading = now_leading
         await asyncio.sleep(elector.timing.retry_seconds)
 
