@@ -35,7 +35,10 @@ class PeerRun:
         """Until it leads (its Lease) and its workers run."""
         def started() -> bool:
             if self.process.poll() is not None:
-                raise RuntimeError(f"mpi-operator exited {self.process.returncode}; log {self.log}:\n{self.tail()}")
+                port = ("; its health check listens on port 8080, hard-coded, which something else holds"
+                        if "Error starting server for health check" in self.tail() else "")
+                raise RuntimeError(f"mpi-operator exited {self.process.returncode}{port}; log {self.log}:\n"
+                                   f"{self.tail()}")  # fmt: skip
             return "Started workers" in self.log.read_text(errors="replace")
 
         wait_until(started, timeout, message="mpi-operator to start its workers")
