@@ -73,15 +73,17 @@ class Elector:
         return self._renewed_at is not None and time.monotonic() - self._renewed_at < self.timing.renew_deadline_seconds
 
     def release(self) -> None:
-        """On a clean shutdown: hand the Lease over at once instead of letting it expire."""
+        """On a clean shutdown: delete the Lease this replica holds (only that version of it), so that a standby takes
+        over at once by creating a new one, and nothing is left behind once the operator is uninstalled."""
         if not self.leading():
             return
         self._renewed_at = None
         try:
             lease = self._read()
             if lease is not None and lease["spec"].get("holderIdentity") == self.me:
-                lease["spec"].update(holderIdentity=None, leaseDurationSeconds=1)
-                self._write(lease, create=False)
+                held = client.V1Preconditions(resource_version=lease["metadata"]["resourceVersion"])
+                self.api.delete_namespaced_lease(self.name, self.namespace,
+                                                 body=client.V1DeleteOptions(preconditions=held))  # fmt: skip
         except ApiException as error:
             log.warning("could not release lease %s/%s: %s", self.namespace, self.name, error.reason)
 

@@ -80,7 +80,7 @@ async def _lead(elector: Elector, queue: SyncQueue[Snapshot], trainings: kopf.In
 
 @kopf.on.cleanup()
 async def release_lease(memo: kopf.Memo, **_: Any) -> None:
-    """A clean stop (rollout, scale-down) hands the Lease to a standby at once."""
+    """A clean stop (rollout, scale-down, uninstall) deletes the Lease: a standby takes over at once."""
     task = getattr(memo, "leading_task", None)
     if task is not None:
         task.cancel()

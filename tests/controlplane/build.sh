@@ -5,18 +5,9 @@
 # `build.sh --print-bin-dir` only prints that bin directory (tests/controlplane/cluster.py uses it to find the binaries).
 set -euo pipefail
 
-KUBERNETES_VERSION=v1.34.4 # k8s.io/kubernetes; its staging modules are published as v0.34.4
-STAGING_VERSION=v0.34.4
-ETCD_VERSION=v3.6.4 # go.etcd.io/etcd/server/v3, the version kubernetes v1.34.4 itself requires
+# shellcheck source=../../.ci/kubernetes.sh
+. "$(dirname "$0")/../../.ci/kubernetes.sh" # KUBERNETES_VERSION, ETCD_VERSION, LDFLAGS, ...
 KWOK_VERSION=v0.7.0 # sigs.k8s.io/kwok, built in its own module against the Kubernetes libraries it was released with
-LDFLAGS="-s -w"
-# What `hack/lib/version.sh` stamps into release builds, so /version and kubectl report v1.34.4.
-KUBE_VERSION_LDFLAGS="-X k8s.io/component-base/version.gitVersion=$KUBERNETES_VERSION \
--X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=34 \
--X k8s.io/component-base/version.gitTreeState=clean -X k8s.io/component-base/version.buildDate=1970-01-01T00:00:00Z \
--X k8s.io/client-go/pkg/version.gitVersion=$KUBERNETES_VERSION -X k8s.io/client-go/pkg/version.gitMajor=1 \
--X k8s.io/client-go/pkg/version.gitMinor=34 -X k8s.io/client-go/pkg/version.gitTreeState=clean"
-
 cache=${KUBETRAIN_CACHE:-$HOME/.cache/kubetrain}
 pins="kubernetes=$KUBERNETES_VERSION staging=$STAGING_VERSION etcd=$ETCD_VERSION kwok=$KWOK_VERSION ldflags=$LDFLAGS $KUBE_VERSION_LDFLAGS"
 key=$(printf '%s' "$pins" | sha256sum | cut -c1-12)
@@ -46,6 +37,9 @@ fi
 
 command -v go >/dev/null || { echo "controlplane: 'go' not found on PATH; install Go >= 1.24" >&2; exit 1; }
 mkdir -p "$bin" "$cache/go"
+exec 9>"$root/.lock"
+flock 9 # one build at a time per key (the kind node build runs this too)
+all_built && { report; exit 0; }
 # shellcheck source=../../.ci/go-env.sh
 . "$(dirname "$0")/../../.ci/go-env.sh"
 log="$root/build.log"
@@ -70,43 +64,14 @@ go_in() { # go_in DIR ARGS...: runs go inside the wrapper module DIR
   (cd "$dir" && go "$@")
 }
 
-# Kubernetes: a wrapper module that requires k8s.io/kubernetes and maps each staging module (which kubernetes's own
-# go.mod replaces with ./staging/src/...) to its published release. etcd's server is built in the same module so it
-# shares the exact etcd libraries kubernetes was tested with.
-write_kubernetes_module() {
-  local dir=$1 kube_mod
-  kube_mod=$(cd "$dir" && go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" | sed -n 's/^\s*"GoMod": "\(.*\)",$/\1/p')
-  [ -f "$kube_mod" ] || { echo "cannot find go.mod of k8s.io/kubernetes@$KUBERNETES_VERSION" >&2; return 1; }
-  {
-    echo "module kubetrain.dev/controlplane/kubernetes"
-    echo
-    echo "go 1.24.0"
-    echo
-    echo "require ("
-    echo "	k8s.io/kubernetes $KUBERNETES_VERSION"
-    echo "	go.etcd.io/etcd/server/v3 $ETCD_VERSION"
-    echo ")"
-    echo
-    echo "replace ("
-    sed -n 's#^\s*\(k8s\.io/[a-z0-9-]*\) => \./staging/src/k8s\.io/.*$#\t\1 => \1 '"$STAGING_VERSION"'#p' "$kube_mod"
-    echo ")"
-    echo
-    echo "tool ("
-    for b in "${kube_binaries[@]}"; do echo "	k8s.io/kubernetes/cmd/$b"; done
-    echo "	go.etcd.io/etcd/server/v3"
-    echo ")"
-  } >"$dir/go.mod.new"
-  grep -q "k8s.io/api => k8s.io/api $STAGING_VERSION" "$dir/go.mod.new" ||
-    { echo "no staging replace lines found in $kube_mod" >&2; return 1; }
-  mv "$dir/go.mod.new" "$dir/go.mod"
-}
-
+# Kubernetes: a wrapper module (.ci/kubernetes.sh) with the control plane and etcd as its tools.
 build_kubernetes() {
   local dir="$root/modules/kubernetes" pkgs=() b
   mkdir -p "$dir"
   if [ ! -f "$dir/go.sum" ]; then
     echo "module kubetrain.dev/controlplane/kubernetes" >"$dir/go.mod"
-    run "resolving k8s.io/kubernetes@$KUBERNETES_VERSION" write_kubernetes_module "$dir"
+    run "resolving k8s.io/kubernetes@$KUBERNETES_VERSION" write_kubernetes_module "$dir" \
+      kubetrain.dev/controlplane/kubernetes "${kube_binaries[@]/#/k8s.io/kubernetes/cmd/}" go.etcd.io/etcd/server/v3
     run "resolving modules for kubernetes $KUBERNETES_VERSION and etcd $ETCD_VERSION" go_in "$dir" mod tidy
   fi
   for b in "${kube_binaries[@]}"; do [ -x "$bin/$b" ] || pkgs+=("k8s.io/kubernetes/cmd/$b"); done

@@ -430,7 +430,7 @@ class ControlPlane:
         self._start_controller_manager(pki)
         self._start_scheduler()
         self._start_kwok()
-        wait_until(lambda: self._exists("serviceaccount", "default", "default"), START_TIMEOUT,
+        wait_until(lambda: self.exists("serviceaccount", "default", "default"), START_TIMEOUT,
                    message="the controller manager to create ServiceAccount default/default")
 
     def _spawn(self, name: str, *args: str) -> Process:
@@ -579,7 +579,7 @@ class ControlPlane:
         text = manifest if isinstance(manifest, str) else json.dumps(manifest)
         return self.kubectl("apply", "--filename=-", input=text)
 
-    def _exists(self, kind: str, name: str, namespace: str | None = None) -> bool:
+    def exists(self, kind: str, name: str, namespace: str | None = None) -> bool:
         scope = ["--namespace", namespace] if namespace else []
         return bool(self.kubectl("get", kind, name, *scope, "--ignore-not-found", "--output=name").strip())
 

@@ -83,3 +83,25 @@ def test_one_replica_syncs_and_a_standby_takes_over_when_it_is_killed(
         assert counts == ONE_JOB, f"{name}: children made twice or lost in the handover"
         pending = [e for e in events(control_plane, namespace, name) if e["message"].startswith("Pending:")]
         assert sum(e.get("count", 1) for e in pending) == 1, f"{name}: two replicas reported the same transition"
+
+
+def test_a_clean_stop_deletes_the_lease_and_the_standby_takes_over_at_once(
+    control_plane: ControlPlane, namespace: str, replicas: list[OperatorProcess]
+) -> None:
+    wait_until(lambda: control_plane.exists("lease", LEASE, namespace), timeout=60, message="a replica to lead")
+    first = holder(control_plane, namespace)["holderIdentity"]
+    leader = leader_of(replicas, first)
+    (standby,) = [p for p in replicas if p is not leader]
+
+    leader.stop()  # SIGTERM, as a rollout, a scale-down or `helm uninstall` sends
+    stopped_at = time.time()
+    wait_until(lambda: control_plane.exists("lease", LEASE, namespace)
+               and holder(control_plane, namespace).get("holderIdentity") not in (None, first),
+               timeout=30, message="the standby to take the lease")
+    handover = micro(holder(control_plane, namespace)["acquireTime"]) - stopped_at
+    assert handover < 5.0, f"the standby took over {handover:.1f} s after the leader stopped cleanly"
+    assert "acquired by" in standby.log_text()
+
+    standby.stop()  # the last replica: nothing of the operator's is left in its namespace
+    wait_until(lambda: not control_plane.exists("lease", LEASE, namespace), timeout=30,
+               message="the last replica to delete its Lease on a clean stop")

@@ -197,7 +197,7 @@ def test_operator_runs_hardened_and_replicas_elect_one_leader_through_a_lease() 
     leader = [d for d in of_kind(docs, "Role") if d["metadata"]["name"].endswith("-leader")]
     assert [d["metadata"]["namespace"] for d in leader] == ["kubetrain-system"]
     assert leader[0]["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                                   "verbs": ["get", "create", "update"]}]
+                                   "verbs": ["get", "create", "update", "delete"]}]
     pod = spec["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
