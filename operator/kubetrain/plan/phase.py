@@ -51,13 +51,18 @@ def current_failure(world: World) -> Failure | None:
     return None
 
 
+LAUNCHER_STARTED = ("Running", "Succeeded")  # a Failed launcher pod is a failure (current_failure)
+
+
 def running(world: World, plan: Plan) -> None:
     """Pending, Starting, Running (or still Restarting) from the workers and the launcher; into `plan`."""
     job, status = world.job, world.status
     workers = world.live_workers
     ready = sum(1 for pod in workers.values() if is_ready(pod))
     all_ready = ready == job.spec.workers
-    launcher_running = world.launcher_pod is not None and pod_phase(world.launcher_pod) == "Running"
+    # A launcher pod that has succeeded still means Running until its Job says so too (the Job's status follows the
+    # pod's), so the phase never steps back to Starting at the end of a training.
+    launcher_running = world.launcher_pod is not None and pod_phase(world.launcher_pod) in LAUNCHER_STARTED
     unschedulable = next((m for m in map(unschedulable_message, workers.values()) if m), None)
     if launcher_running:
         phase, reason, message = r.RUNNING, r.LAUNCHER_RUNNING, "the launcher is running mpirun on every worker"

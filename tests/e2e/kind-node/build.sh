@@ -18,11 +18,12 @@ repo=$(cd "$here/../../.." && pwd)
 . "$repo/.ci/kubernetes.sh"
 KIND_VERSION=v0.30.0       # sigs.k8s.io/kind
 COREDNS_VERSION=v1.12.1    # github.com/coredns/coredns: the CoreDNS kubeadm v1.34 deploys
+NODE_ETCD_VERSION=v3.6.5   # go.etcd.io/etcd/server/v3: the etcd kubeadm v1.34.4 deploys (its libraries use v3.6.4)
 PAUSE_VERSIONS=(3.10.1 3.10) # kubeadm's pause, and the sandbox image of kind's containerd config
 
 cache=${KUBETRAIN_CACHE:-$HOME/.cache/kubetrain}
 pins="kind=$KIND_VERSION kubernetes=$KUBERNETES_VERSION staging=$STAGING_VERSION"
-pins+=" coredns=$COREDNS_VERSION ldflags=$LDFLAGS $KUBE_VERSION_LDFLAGS"
+pins+=" coredns=$COREDNS_VERSION etcd=$NODE_ETCD_VERSION ldflags=$LDFLAGS $KUBE_VERSION_LDFLAGS"
 key=$(printf '%s' "$pins" | sha256sum | cut -c1-12)
 root="$cache/kind-node-$key"
 bin="$root/bin"
@@ -98,7 +99,7 @@ build_kubernetes() { # kubelet, kubeadm, kubectl, kube-proxy and pause, from the
 
 binaries_built() {
   local b
-  for b in kind coredns kubelet kubeadm kubectl kube-proxy pause; do [ -x "$bin/$b" ] || return 1; done
+  for b in kind coredns etcd kubelet kubeadm kubectl kube-proxy pause; do [ -x "$bin/$b" ] || return 1; done
 }
 
 build_binaries() {
@@ -107,6 +108,7 @@ build_binaries() {
   . "$repo/.ci/go-env.sh"
   go_tool kind sigs.k8s.io/kind "$KIND_VERSION" sigs.k8s.io/kind
   go_tool coredns github.com/coredns/coredns "$COREDNS_VERSION" github.com/coredns/coredns
+  go_tool etcd go.etcd.io/etcd/server/v3 "$NODE_ETCD_VERSION" go.etcd.io/etcd/server/v3
   build_kubernetes
 }
 
@@ -150,8 +152,8 @@ build_component_images() {
         cp "$bin/kube-proxy" "$root/out/kube-proxy.bin"
         image "$name" debian:bookworm-slim "$root/out/kube-proxy.bin" "$here/kube-proxy" ;;
       */etcd)
-        [ "${tag%-*}" = "${ETCD_VERSION#v}" ] || { say "kubeadm wants $name, we build etcd $ETCD_VERSION"; exit 1; }
-        image "$name" debian:bookworm-slim "$controlplane/etcd" ;;
+        [ "${tag%-*}" = "${NODE_ETCD_VERSION#v}" ] || { say "kubeadm wants $name: set NODE_ETCD_VERSION"; exit 1; }
+        image "$name" debian:bookworm-slim "$bin/etcd" ;;
       */coredns)
         [ "$tag" = "$COREDNS_VERSION" ] || { say "kubeadm wants $name: set COREDNS_VERSION=$tag"; exit 1; }
         image "$name" debian:bookworm-slim "$bin/coredns" ;;

@@ -104,6 +104,15 @@ def test_running_launcher_means_running() -> None:
     assert [e.reason for e in plan.events] == [r.LAUNCHER_RUNNING]
 
 
+def test_a_launcher_pod_that_succeeded_before_its_job_did_still_means_running() -> None:
+    job = job_of()
+    batch, pod = launcher(job)  # the Job's status has not caught up with its pod yet (seen on kind)
+    pod["status"]["phase"] = "Succeeded"
+    children = Children(pods=[worker(job, 0), worker(job, 1), pod], jobs=[batch], **config_children(job))
+    plan = decide(job, {"phase": r.RUNNING, "reason": r.LAUNCHER_RUNNING}, children, NOW)
+    assert plan.status["phase"] == r.RUNNING and plan.events == []
+
+
 def test_unschedulable_workers_say_why() -> None:
     job = job_of(resources={"gpusPerWorker": 8})
     message = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
