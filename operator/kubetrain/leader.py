@@ -46,6 +46,14 @@ def next_spec(spec: Mapping[str, Any] | None, me: str, unchanged_for: float, now
     }
 
 
+def owned_by_pod(pod_name: str, pod_uid: str) -> list[dict[str, Any]]:
+    """The Lease's ownerReferences: the holder's own Pod, so that the Lease goes when the operator is uninstalled
+    (even if it could not delete it itself: Helm removes its RBAC while the Pod is still stopping). Empty outside a Pod."""
+    if not (pod_name and pod_uid):
+        return []
+    return [{"apiVersion": "v1", "kind": "Pod", "name": pod_name, "uid": pod_uid}]
+
+
 def micro_now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -54,9 +62,10 @@ class Elector:
     """One replica's view of the Lease; `try_lead()` is one round (blocking API calls: run it in a thread)."""
 
     def __init__(self, api_client: client.ApiClient, namespace: str, name: str, me: str,
-                 timing: Timing = Timing()) -> None:  # fmt: skip
+                 timing: Timing = Timing(), owners: list[dict[str, Any]] | None = None) -> None:  # fmt: skip
         self.api = client.CoordinationV1Api(api_client)
         self.namespace, self.name, self.me, self.timing = namespace, name, me, timing
+        self.owners = owners or []  # ownerReferences the holder writes on the Lease (see owned_by_pod)
         self._seen: tuple[str | None, str | None] = (None, None)  # (holder, renewTime) last seen
         self._seen_at = time.monotonic()
         self._renewed_at: float | None = None  # when this replica last wrote the Lease as its holder
@@ -120,7 +129,8 @@ class Elector:
         if lease is None:
             lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                      "metadata": {"name": self.name, "namespace": self.namespace}}  # fmt: skip
-        self._write({**lease, "spec": wanted}, create="resourceVersion" not in lease["metadata"])
+        metadata = {**lease["metadata"], "ownerReferences": self.owners} if self.owners else lease["metadata"]
+        self._write({**lease, "metadata": metadata, "spec": wanted}, create="resourceVersion" not in lease["metadata"])
         if self._renewed_at is None:
             log.info("lease %s/%s acquired by %s: syncing jobs", self.namespace, self.name, self.me)
         self._renewed_at = time.monotonic()

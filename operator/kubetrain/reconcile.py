@@ -22,7 +22,7 @@ from kubetrain.cache import TRAININGS, Snapshot, Written, slim, take_snapshot
 from kubetrain.children import CHILD_KINDS, ChildKind
 from kubetrain.contract import GROUP, LABEL_JOB, PLURAL, VERSION
 from kubetrain.kube import Kube, load_api_client
-from kubetrain.leader import Elector
+from kubetrain.leader import Elector, owned_by_pod
 from kubetrain.queue import Key, SyncQueue
 from kubetrain.sync import sync_training
 
@@ -54,7 +54,8 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: 
     memo.elector = None
     if config.lease_name:
         identity = f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
-        memo.elector = Elector(api_client, config.lease_namespace, config.lease_name, identity)
+        memo.elector = Elector(api_client, config.lease_namespace, config.lease_name, identity,
+                               owners=owned_by_pod(config.pod_name, config.pod_uid))  # fmt: skip
     memo.queue = SyncQueue(read, lambda snapshot: sync_training(kube, written, snapshot, writes),
                            config.error_retry_seconds, config.max_retry_seconds,
                            active=lambda: memo.elector is None or memo.elector.leading())  # fmt: skip

@@ -20,6 +20,10 @@ class Settings:
     # unset: no election, this process always syncs (one replica, or `kopf run` on a laptop).
     lease_namespace: str = ""
     lease_name: str = ""
+    # KUBETRAIN_POD_NAME / KUBETRAIN_POD_UID: this replica's own Pod (downward API). The Lease it holds names that
+    # Pod as its owner, so the garbage collector removes the Lease with the operator (`helm uninstall`).
+    pod_name: str = ""
+    pod_uid: str = ""
 
 
 def from_environment(environ: dict[str, str] | None = None) -> Settings:
@@ -31,4 +35,6 @@ def from_environment(environ: dict[str, str] | None = None) -> Settings:
         metrics_port=int(env.get("KUBETRAIN_METRICS_PORT", Settings.metrics_port)),
         lease_namespace=env.get("KUBETRAIN_LEASE_NAMESPACE", ""),
         lease_name=env.get("KUBETRAIN_LEASE_NAME", ""),
+        pod_name=env.get("KUBETRAIN_POD_NAME", ""),
+        pod_uid=env.get("KUBETRAIN_POD_UID", ""),
     )

@@ -233,16 +233,22 @@ scenario_delete() {
   log "PASSED scenario delete: no child of any DistributedTraining is left"
 }
 
+leftovers() {
+  local kinds
+  kinds=$(kc api-resources --verbs=list --namespaced --output=name | grep -v '^events' | paste -sd, -)
+  kc get "$kinds" --namespace "$SYSTEM_NS" --output=name 2>/dev/null |
+    grep -v -e '^configmap/kube-root-ca.crt$' -e '^serviceaccount/default$' || true
+  kc get clusterroles,clusterrolebindings,validatingwebhookconfigurations,mutatingwebhookconfigurations \
+    --output=name | grep kubetrain || true
+}
+
 scenario_uninstall() {
-  local kinds left
+  local left deadline=$((SECONDS + 120))
   log "scenario uninstall: helm uninstall kubetrain"
   "$HELM" uninstall kubetrain --namespace "$SYSTEM_NS" --wait --timeout 180s
-  kinds=$(kc api-resources --verbs=list --namespaced --output=name | grep -v '^events' | paste -sd, -)
-  left=$(kc get "$kinds" --namespace "$SYSTEM_NS" --output=name 2>/dev/null |
-    grep -v -e '^configmap/kube-root-ca.crt$' -e '^serviceaccount/default$' || true)
-  left+=$(kc get clusterroles,clusterrolebindings,validatingwebhookconfigurations,mutatingwebhookconfigurations \
-    --output=name | grep kubetrain || true)
-  [ -z "$left" ] || fail "helm uninstall left: $left"
+  # The operator's pod stops and is garbage-collected after Helm returns; its Lease (owned by that pod) goes with it.
+  while left=$(leftovers) && [ -n "$left" ] && [ $SECONDS -lt $deadline ]; do sleep 2; done
+  [ -z "$left" ] || fail "helm uninstall left (after 120 s): $left"
   kc get crd distributedtrainings.kubetrain.dev --output=name >/dev/null ||
     fail "helm uninstall removed the CRD (Helm keeps crds/, so the users' DistributedTrainings survive)"
   log "PASSED scenario uninstall: nothing of ours is left but the CRD"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kubetrain.leader import Timing, next_spec
+from kubetrain.leader import Timing, next_spec, owned_by_pod
 
 T = Timing(lease_seconds=8)
 NOW = "2026-11-22T12:00:00.000000Z"
@@ -29,3 +29,9 @@ def test_the_holder_renews_keeping_its_acquire_time() -> None:
     renewed = next_spec(HELD, "a", 0.0, NOW, T)
     assert renewed is not None
     assert (renewed["acquireTime"], renewed["renewTime"], renewed["leaseTransitions"]) == (HELD["acquireTime"], NOW, 3)
+
+
+def test_the_lease_is_owned_by_the_operators_pod_so_it_goes_with_the_operator() -> None:
+    assert owned_by_pod("kubetrain-7548fb88dc-bq5x5", "0b6e") == [
+        {"apiVersion": "v1", "kind": "Pod", "name": "kubetrain-7548fb88dc-bq5x5", "uid": "0b6e"}]
+    assert owned_by_pod("", "") == []  # `kopf run` on a laptop: no Pod to own it
