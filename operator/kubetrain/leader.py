@@ -47,8 +47,8 @@ def next_spec(spec: Mapping[str, Any] | None, me: str, unchanged_for: float, now
 
 
 def owned_by_pod(pod_name: str, pod_uid: str) -> list[dict[str, Any]]:
-    """The Lease's ownerReferences: the holder's own Pod, so that the Lease goes when the operator is uninstalled
-    (even if it could not delete it itself: Helm removes its RBAC while the Pod is still stopping). Empty outside a Pod."""
+    """The Lease's ownerReferences: the holder's own Pod, so that the Lease goes when the operator is uninstalled (even
+    if it could not delete it itself: Helm removes its RBAC while the Pod is still stopping). Empty outside a Pod."""
     if not (pod_name and pod_uid):
         return []
     return [{"apiVersion": "v1", "kind": "Pod", "name": pod_name, "uid": pod_uid}]
