@@ -23,6 +23,7 @@ from kubetrain.children import CHILD_KINDS, ChildKind
 from kubetrain.contract import GROUP, LABEL_JOB, PLURAL, VERSION
 from kubetrain.kube import Kube, load_api_client
 from kubetrain.leader import Elector, owned_by_pod
+from kubetrain.lean import trim
 from kubetrain.queue import Key, SyncQueue
 from kubetrain.sync import sync_training
 
@@ -35,6 +36,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: 
     config = settings_module.from_environment()
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=config.sync_threads))
     settings.posting.level = logging.WARNING
+    trim(settings)
     # No cluster-wide namespace/CRD scanning: the namespaced RBAC forbids it and kopf would stall retrying on 403.
     settings.scanning.disabled = True
     settings.watching.server_timeout = 300

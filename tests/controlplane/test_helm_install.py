@@ -94,12 +94,14 @@ def whoami(plane: ControlPlane, kubeconfig: Path) -> str:
 
 class ChartOperator(OperatorProcess):
     """The operator run with the command, arguments and environment of the installed Deployment's container, as the
-    chart's ServiceAccount; only the ports move to free ones on loopback (kwok already 'runs' the real pod)."""
+    chart's ServiceAccount, as if in the Deployment's `pod` (which kwok already 'runs'); only the ports move to free
+    ones on loopback."""
 
-    def __init__(self, plane: ControlPlane, deployment: dict[str, Any], kubeconfig: Path, log_path: Path) -> None:
+    def __init__(self, plane: ControlPlane, deployment: dict[str, Any], pod: dict[str, Any], kubeconfig: Path,
+                 log_path: Path) -> None:  # fmt: skip
         super().__init__(plane, "", log_path)
         self.container = deployment["spec"]["template"]["spec"]["containers"][0]
-        self.pod_namespace = deployment["metadata"]["namespace"]
+        self.pod = pod
         self.kubeconfig = kubeconfig
         self.health_port, self.metrics_port = free_port(), free_port()
 
@@ -120,11 +122,12 @@ class ChartOperator(OperatorProcess):
         return self
 
     def _value(self, item: dict[str, Any]) -> str:
-        """An env entry's value as the kubelet would resolve it (the downward API's namespace is the only source)."""
+        """An env entry's value as the kubelet would resolve it (the downward API: the pod's own metadata)."""
         if "value" in item:
             return str(item["value"])
-        assert item["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace", item
-        return str(self.pod_namespace)
+        field = item["valueFrom"]["fieldRef"]["fieldPath"]
+        assert field in ("metadata.namespace", "metadata.name", "metadata.uid"), item
+        return str(self.pod["metadata"][field.removeprefix("metadata.")])
 
     def get(self, port: int, path: str) -> tuple[int, str]:
         try:
@@ -150,9 +153,9 @@ def make_namespace(plane: ControlPlane, made: list[str], stem: str) -> str:
     return name
 
 
-def install(plane: ControlPlane, release: str, namespace: str, *values: str) -> dict[str, Any]:
-    """helm install into a namespace that enforces the 'restricted' Pod Security Standard; returns the Deployment
-    once its pod was admitted and created."""
+def install(plane: ControlPlane, release: str, namespace: str, *values: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """helm install into a namespace that enforces the 'restricted' Pod Security Standard; returns the Deployment and
+    its pod once that was admitted and created."""
     plane.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted")
     helm(plane, "install", release, str(CHART), f"--namespace={namespace}", *values)
     plane.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=120s")
@@ -171,7 +174,7 @@ def install(plane: ControlPlane, release: str, namespace: str, *values: str) -> 
         raise AssertionError(f"the Deployment's pod was never created (Pod Security admission?):\n{events}") from None
     assert pods[0]["spec"]["containers"][0]["image"] == "kubetrain/operator:0.1.0"
     assert pods[0]["spec"]["serviceAccountName"] == fullname
-    return deployment
+    return deployment, pods[0]
 
 
 def run_job_to_success(plane: ControlPlane, operator: ChartOperator, namespace: str, name: str) -> dict[str, Any]:
@@ -184,11 +187,12 @@ def run_job_to_success(plane: ControlPlane, operator: ChartOperator, namespace: 
     return wait_for_status(plane, namespace, name, operator, phase="Succeeded")
 
 
-def start_operator(plane: ControlPlane, deployment: dict[str, Any], namespace: str, tmp_path: Path) -> ChartOperator:
+def start_operator(plane: ControlPlane, deployment: dict[str, Any], pod: dict[str, Any], namespace: str,
+                   tmp_path: Path) -> ChartOperator:  # fmt: skip
     account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
     kubeconfig = token_kubeconfig(plane, namespace, account, tmp_path / "operator.kubeconfig")
     assert whoami(plane, kubeconfig) == service_account_user(namespace, account)
-    operator = ChartOperator(plane, deployment, kubeconfig, operator_log_dir() / f"helm-{namespace}.log").start()
+    operator = ChartOperator(plane, deployment, pod, kubeconfig, operator_log_dir() / f"helm-{namespace}.log").start()
     wait_until(lambda: operator.get(operator.health_port, "/healthz")[0] == 200 or not operator.alive(),
                message="kopf's health endpoint (the probes' target) to answer 200")
     assert operator.alive(), operator.log_tail()
@@ -214,15 +218,19 @@ def test_namespaced_install_runs_jobs_with_only_the_listed_namespaces_rights(
 ) -> None:
     team = make_namespace(control_plane, other_namespaces, "team")
     other = make_namespace(control_plane, other_namespaces, "other")
-    deployment = install(control_plane, "kubetrain", namespace, f"--set=watch.namespaces={{{team}}}")
+    deployment, pod = install(control_plane, "kubetrain", namespace, f"--set=watch.namespaces={{{team}}}")
     assert f"--namespace={team}" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     assert control_plane.get("role", "kubetrain", team)["rules"]
     assert control_plane.get("rolebinding", "kubetrain", team)["subjects"][0]["namespace"] == namespace
     assert control_plane.get("service", "kubetrain-metrics", namespace)["spec"]["ports"][0]["port"] == 9090
 
-    operator = start_operator(control_plane, deployment, namespace, tmp_path)
+    operator = start_operator(control_plane, deployment, pod, namespace, tmp_path)
     try:
         final = run_job_to_success(control_plane, operator, team, "helm-demo")
+        lease = control_plane.get("lease", "kubetrain", namespace)
+        assert lease["metadata"]["ownerReferences"] == [
+            {"apiVersion": "v1", "kind": "Pod", "name": pod["metadata"]["name"], "uid": pod["metadata"]["uid"]}
+        ], "the Lease goes with the operator's pod (helm uninstall leaves none)"
         assert final["workers"]["total"] == 2
         status, metrics = operator.get(operator.metrics_port, "/metrics")
         assert status == 200 and 'kubetrain_job_transitions_total{phase="Succeeded"} 1.0' in metrics
@@ -263,7 +271,7 @@ def test_cluster_wide_install_runs_jobs_in_any_namespace_and_nothing_more(
     control_plane: ControlPlane, namespace: str, other_namespaces: list[str], tmp_path: Path
 ) -> None:
     release = f"kt-{uuid.uuid4().hex[:6]}"
-    deployment = install(control_plane, release, namespace)
+    deployment, pod = install(control_plane, release, namespace)
     try:
         args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
         assert "--all-namespaces" in args
@@ -275,7 +283,7 @@ def test_cluster_wide_install_runs_jobs_in_any_namespace_and_nothing_more(
         wait_until(lambda: control_plane.kubectl("get", "serviceaccount", "default", f"--namespace={jobs}",
                                                  "--ignore-not-found", "--output=name").strip(),
                    message=f"ServiceAccount {jobs}/default")
-        operator = start_operator(control_plane, deployment, namespace, tmp_path)
+        operator = start_operator(control_plane, deployment, pod, namespace, tmp_path)
         try:
             run_job_to_success(control_plane, operator, jobs, "cluster-demo")
             assert_no_forbidden_calls(operator)
