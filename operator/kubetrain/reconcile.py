@@ -91,8 +91,10 @@ async def release_lease(memo: kopf.Memo, **_: Any) -> None:
         await asyncio.to_thread(memo.elector.release)
 
 
+# Index functions are coroutines although they never await: kopf runs a plain function in a worker thread (a thread
+# hop, a task and a context copy for every watch event), a coroutine inline on the event loop.
 @kopf.index(GROUP, VERSION, PLURAL, id=INDEX + TRAININGS)
-def _index_training(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
+async def _index_training(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
     return {(namespace or "", name): dict(body)}
 
 
@@ -109,7 +111,7 @@ async def on_training(event: kopf.RawEvent, name: str, namespace: str | None, me
 
 def _watch_child(child: ChildKind) -> None:
     """An index of `child`'s objects by (namespace, job name), and a handler that pokes the job on every event."""
-    def index(namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
+    async def index(namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
         return {(namespace or "", labels[LABEL_JOB]): slim(child, body)}
 
     async def on_event(event: kopf.RawEvent, name: str, namespace: str | None, labels: kopf.Labels, memo: kopf.Memo,
