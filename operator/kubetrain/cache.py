@@ -54,6 +54,20 @@ class Written:
         with self._lock:
             self._objects.pop((field, namespace, name), None)
 
+    def echo(self, field: str, observed: Obj) -> bool:
+        """Whether `observed` (a watch event's object) is exactly the version this operator wrote: its own write
+        coming back, which tells a pass nothing it did not already see. The entry is dropped either way once the
+        watch has caught up."""
+        meta = observed["metadata"]
+        key = (field, meta.get("namespace") or "", meta["name"])
+        with self._lock:
+            entry = self._objects.get(key)
+        if entry is None or resource_version(entry[1]) < 0:
+            return False
+        same = resource_version(entry[1]) == resource_version(observed)
+        self._current(key, observed)
+        return same
+
     def newest(self, field: str, observed: Obj) -> Obj:
         """`observed`, or what this operator wrote over it when that is newer."""
         meta = observed["metadata"]

@@ -37,6 +37,18 @@ class SyncQueue(Generic[Snapshot]):
         self._dirty: set[Key] = set()
         self._timers: dict[Key, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._filled = False
+
+    def cache_filled(self) -> None:
+        """The watch-fed cache holds every kind's first complete listing: `poke_soon` takes effect from now on."""
+        self._filled = True
+
+    def poke_soon(self, key: Key) -> None:
+        """Poke `key` once the event loop's current step is over: from a kopf index function, which kopf calls and
+        then stores its result without yielding (kopf 1.45), so the pass reads the object that caused it. Ignored
+        until `cache_filled()`: the first handler kopf runs after the listings pokes its job itself."""
+        if self._filled:
+            asyncio.get_running_loop().call_soon(self.spawn, key)
 
     async def poke(self, key: Key) -> None:
         """Ask for a sync of `key`; returns at once if one is running (it will run again)."""

@@ -1,4 +1,5 @@
-"""kopf handlers: the only place decorators appear. Watches feed the cache; every event pokes the owning job's sync.
+"""kopf handlers: the only place decorators appear. Watches feed the cache; every event pokes the owning job's sync,
+but for the echo of the operator's own write.
 
 Run with `kopf run -m kubetrain.reconcile --all-namespaces` (or `--namespace NS` per namespace).
 Each watched kind has a kopf index keyed by (namespace, job name) (kubetrain.cache reads them); kopf starts no other
@@ -99,32 +100,43 @@ async def _index_training(namespace: str | None, name: str, body: kopf.Body, **_
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
-async def on_training(event: kopf.RawEvent, name: str, namespace: str | None, memo: kopf.Memo, **_: Any) -> None:
+async def on_training(event: kopf.RawEvent, name: str, namespace: str | None, body: kopf.Body, memo: kopf.Memo,
+                      **_: Any) -> None:  # fmt: skip
+    memo.queue.cache_filled()  # kopf runs no handler before every index holds its first complete listing
     if namespace is None:
         return
     if event.get("type") == "DELETED":
         memo.queue.forget((namespace, name))
         memo.written.forget(TRAININGS, namespace, name)
         return
-    await memo.queue.poke((namespace, name))
+    if not memo.written.echo(TRAININGS, body):  # the operator's own status write coming back: nothing new
+        await memo.queue.poke((namespace, name))
+
+
+def _deleted(event: kopf.RawEvent, **_: Any) -> bool:
+    return event.get("type") == "DELETED"
 
 
 def _watch_child(child: ChildKind) -> None:
-    """An index of `child`'s objects by (namespace, job name), and a handler that pokes the job on every event."""
-    async def index(namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
-        return {(namespace or "", labels[LABEL_JOB]): slim(child, body)}
+    """An index of `child`'s objects by (namespace, job name) whose function also pokes the job (one kopf handler per
+    event instead of two), and a handler for deletions (kopf drops a deleted object without calling the function)."""
+    async def index(namespace: str | None, labels: kopf.Labels, body: kopf.Body, memo: kopf.Memo,
+                    **_: Any) -> dict[Key, dict[str, Any]]:  # fmt: skip
+        key = (namespace or "", labels[LABEL_JOB])
+        if namespace and not memo.written.echo(child.field, body):  # not a child just created, as it was created
+            memo.queue.poke_soon(key)
+        return {key: slim(child, body)}
 
-    async def on_event(event: kopf.RawEvent, name: str, namespace: str | None, labels: kopf.Labels, memo: kopf.Memo,
-                       **_: Any) -> None:  # fmt: skip
+    async def on_deleted(name: str, namespace: str | None, labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
         if namespace is None:
             return
-        if event.get("type") == "DELETED":
-            memo.written.forget(child.field, namespace, name)
+        memo.written.forget(child.field, namespace, name)
         await memo.queue.poke((namespace, labels[LABEL_JOB]))
 
     labels = {LABEL_JOB: kopf.PRESENT}
     kopf.index(child.group, child.version, child.plural, id=INDEX + child.field, labels=labels)(index)
-    kopf.on.event(child.group, child.version, child.plural, id=f"on_{child.field}", labels=labels)(on_event)
+    kopf.on.event(child.group, child.version, child.plural, id=f"on_{child.field}_deleted", labels=labels,
+                  when=_deleted)(on_deleted)  # fmt: skip
 
 
 for _child in CHILD_KINDS:

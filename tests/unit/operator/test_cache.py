@@ -68,6 +68,17 @@ def test_created_children_are_seen_before_their_watch_event_and_forgotten_once_d
     assert snapshot is not None and snapshot.children["pods"] == []
 
 
+def test_only_the_exact_version_the_operator_wrote_is_an_echo_that_needs_no_pass():
+    written = Written()
+    written.remember("pods", obj("cifar-worker-0", 20))
+    assert not written.echo("pods", obj("cifar-worker-1", 20))  # another pod
+    assert not written.echo("pods", obj("cifar-worker-0", 19))  # an older version: what changed since is unknown
+    assert written.echo("pods", obj("cifar-worker-0", 20))
+    assert not written.echo("pods", obj("cifar-worker-0", 20))  # delivered once: forgotten
+    written.remember(TRAININGS, training(30, phase="Running"))
+    assert not written.echo(TRAININGS, training(31, phase="Running"))  # someone else wrote after us: news
+
+
 def test_writes_expire_so_a_missed_event_cannot_pin_a_stale_object_forever():
     clock = Clock()
     written = Written(ttl=60, clock=clock)
