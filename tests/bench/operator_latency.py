@@ -11,6 +11,7 @@ for 2 s (the follow-up passes count too), scrape the API server's metrics. Conte
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -20,7 +21,7 @@ from pathlib import Path
 import kopf
 from kubernetes import client, config
 
-from . import mpi_operator, prometheus
+from . import floor, mpi_operator, prometheus
 from .contenders import Contender, Run, all_contenders, process_usage
 from .controlplane_access import (
     OPERATOR_FLOW_SCHEMA,
@@ -53,6 +54,7 @@ class RoundResult:
     peak_rss_mib: float
     syncs_per_job: float | None  # kubetrain's own reconcile metrics; None for the peer
     mean_sync_seconds: float | None
+    children: list[floor.Template]  # the warm-up job's first children, as this contender created them
 
 
 def _api_factory(kubeconfig: Path):  # noqa: ANN202 - returns a client factory
@@ -185,6 +187,8 @@ class OperatorBench:
                 syncs += count_after - count_before
                 sync_seconds += sum_after - sum_before
             pool.shutdown()
+            listed = json.loads(self.plane.kubectl("get", floor.KINDS, "--namespace", namespace, "--output=json"))
+            children = floor.templates(listed["items"], contender.convention)
         finally:
             observer.stop()
             operator.stop()
@@ -195,7 +199,17 @@ class OperatorBench:
                            all_requests_per_job=all_requests / total_jobs, cpu_seconds_per_job=cpu / total_jobs,
                            peak_rss_mib=peak_rss,
                            syncs_per_job=syncs / total_jobs if kubetrain else None,
-                           mean_sync_seconds=(sync_seconds / syncs if syncs else 0.0) if kubetrain else None)
+                           mean_sync_seconds=(sync_seconds / syncs if syncs else 0.0) if kubetrain else None,
+                           children=children)
+
+    def floor(self, contender: Contender, children: list[floor.Template], jobs: int) -> list[float]:
+        """create -> all children per job with no operator: `children` replayed for `jobs` jobs at once."""
+        namespace = self._namespace(jobs)
+        try:
+            return floor.replay(self.make_client, namespace, contender.convention, contender.resource,
+                                contender.body, children, jobs)  # fmt: skip
+        finally:
+            self.plane.kubectl("delete", "namespace", namespace, "--wait=false")
 
 
 def rows(result: RoundResult) -> list[Row]:
@@ -255,6 +269,24 @@ def ratio_rows(ours: RoundResult, peer: RoundResult, tuned: bool) -> list[Row]:
     return found
 
 
+def floor_rows(ours: RoundResult, peer: RoundResult, ours_floor: list[float], peer_floor: list[float]) -> list[Row]:
+    """What this machine's API server allows each operator's children, and how close each operator gets to it."""
+    size = f"{ours.jobs} jobs"
+    found = []
+    for result, latencies in ((ours, ours_floor), (peer, peer_floor)):
+        p99 = percentile([latency.to_children for latency in result.latencies], 99)
+        found.append(Row(SECTION, f"floor, no operator: {result.contender}'s children replayed, {size} at once (p99)",
+                         percentile(latencies, 99), "s",
+                         detail=f"p50 {percentile(latencies, 50):.3f} s, {len(result.children)} children each; "
+                                f"the operator's p99 is {p99 / percentile(latencies, 99):.2f}x its floor",
+                         extra={"p50": percentile(latencies, 50), "samples": latencies}))
+    found.append(Row(SECTION, f"floor kubetrain / floor {peer.contender}: create -> all children p99, {size}",
+                     percentile(ours_floor, 99) / percentile(peer_floor, 99), "x",
+                     detail=f"{len(ours.children)} vs {len(peer.children)} children per job: the ratio this machine "
+                            "allows with no operator at all"))
+    return found
+
+
 def measure(workdir: Path, job_counts: list[int], repeats_for_one: int, nodes: int, gpus_per_node: int) -> list[Row]:
     bench = OperatorBench(workdir, nodes, gpus_per_node)
     try:
@@ -273,6 +305,10 @@ def measure(workdir: Path, job_counts: list[int], repeats_for_one: int, nodes: i
             for peer, tuned in ((contenders[1], False), (contenders[2], True)):
                 if peer.name in results:
                     found += ratio_rows(ours, results[peer.name], tuned)
+            tuned_peer = results.get(contenders[2].name)
+            if jobs >= 10 and tuned_peer is not None:
+                found += floor_rows(ours, tuned_peer, bench.floor(contenders[0], ours.children, jobs),
+                                    bench.floor(contenders[2], tuned_peer.children, jobs))
         return found
     finally:
         bench.stop()
