@@ -17,6 +17,10 @@ from trainlib.hdf5_files import ArraySpec, FileInfo, validate_files
 IMAGES = "images"
 LABELS = "labels"
 SPECS = [ArraySpec(IMAGES, (None, None, None), dtype="uint8"), ArraySpec(LABELS, (), kinds="iu")]
+# How uint8 pixels become the network's input: x * scale + shift. symmetric: [-1, 1]; notebook: the notebook's
+# x / 255 * 2 - 2, i.e. [-2, 0] (shifted by one from the usual [-1, 1], which the batch norm after the first
+# convolution mostly absorbs).
+INPUT_SCALING = {"symmetric": (1 / 127.5, -1.0), "notebook": (2 / 255, -2.0)}
 FIX = "write the files with `python -m cifar_mixup.convert cifar10|digits --out <data-dir>`"
 
 
@@ -48,6 +52,8 @@ def validate_data(data_dir: str, num_classes: int) -> tuple[FileInfo, FileInfo]:
     return train, test
 
 
-def scale_images(images: np.ndarray) -> np.ndarray:
-    """uint8 [0, 255] -> float32 [-1, 1] (the numpy twin of `preprocess`, for checks outside TensorFlow)."""
-    return images.astype(np.float32) / 127.5 - 1.0
+def scale_images(images: np.ndarray, scaling: str = "symmetric") -> np.ndarray:
+    """uint8 [0, 255] -> float32 as `INPUT_SCALING[scaling]` (the numpy twin of `preprocess`, for checks outside
+    TensorFlow)."""
+    scale, shift = INPUT_SCALING[scaling]
+    return (images.astype(np.float32) * scale + shift).astype(np.float32)

@@ -10,7 +10,8 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
-from cifar_mixup.data import IMAGES, LABELS
+from cifar_mixup.compare import VARIANTS, write_comparison
+from cifar_mixup.data import IMAGES, INPUT_SCALING, LABELS
 from cifar_mixup.model import build_cnn
 from trainlib import distributed
 from trainlib.hdf5_files import FileInfo
@@ -21,18 +22,41 @@ from trainlib.mixup import apply_mixup
 log = logging.getLogger("cifar_mixup")
 
 
-def make_preprocess(num_classes: int) -> Callable[[tf.Tensor, tf.Tensor], tuple[tf.Tensor, tf.Tensor]]:
-    """uint8 image -> float32 in [-1, 1]; class id -> one-hot float (MixUp mixes labels, so they must be one-hot)."""
+def make_preprocess(num_classes: int, scaling: str = "symmetric"
+                    ) -> Callable[[tf.Tensor, tf.Tensor], tuple[tf.Tensor, tf.Tensor]]:  # fmt: skip
+    """uint8 image -> float32 (see `INPUT_SCALING`); class id -> one-hot float (MixUp mixes labels, so they must be
+    one-hot)."""
+    scale, shift = INPUT_SCALING[scaling]
 
     def preprocess(image: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        return tf.cast(image, tf.float32) / 127.5 - 1.0, tf.one_hot(tf.cast(label, tf.int32), num_classes)
+        return tf.cast(image, tf.float32) * scale + shift, tf.one_hot(tf.cast(label, tf.int32), num_classes)
 
     return preprocess
 
 
 def train(args: argparse.Namespace, train_info: FileInfo, test_info: FileInfo, checkpoint_dir: str) -> int:
+    """One run, or with `--compare` the MixUp and the plain run one after the other (same seed, data and settings,
+    each in its own folder), then rank 0 writes the comparison."""
     context = distributed.start_rank(args.seed)
-    preprocess = make_preprocess(args.num_classes)
+    if not args.compare:
+        return train_once(context, args, train_info, test_info, checkpoint_dir)
+    for name, mixup in VARIANTS:
+        if args.seed is not None:
+            tf.keras.utils.set_random_seed(args.seed + context.rank)  # both runs start from the same weights
+        tf.keras.backend.clear_session()
+        variant = argparse.Namespace(**{**vars(args), "mixup": mixup})
+        train_once(context, variant, train_info, test_info, os.path.join(checkpoint_dir, name))
+    if context.is_chief:
+        settings = {"ranks": context.size, "epochs": args.epochs, "batch": args.batch_size,
+                    "lr": args.learning_rate, "alpha": args.alpha, "seed": args.seed}
+        table = write_comparison(checkpoint_dir, settings)
+        log.info("MixUp vs no MixUp (comparison.md, comparison.png in %s):\n%s", checkpoint_dir, table)
+    return 0
+
+
+def train_once(context: distributed.WorkerContext, args: argparse.Namespace, train_info: FileInfo,
+               test_info: FileInfo, checkpoint_dir: str) -> int:  # fmt: skip
+    preprocess = make_preprocess(args.num_classes, args.input_scaling)
     names = [IMAGES, LABELS]
     train_input = make_dataset([train_info], names, rank=context.rank, size=context.size, batch_size=args.batch_size,
                                training=True, preprocess=preprocess,

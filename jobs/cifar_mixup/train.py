@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from cifar_mixup.data import validate_data
+from cifar_mixup.data import INPUT_SCALING, validate_data
 from trainlib.cli import add_common_arguments, positive_float, positive_int, resolve_checkpoint_dir
 
 PROGRAM = "cifar_mixup"
@@ -22,17 +22,28 @@ PROGRAM = "cifar_mixup"
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"python -m {PROGRAM}", description=__doc__.split("\n\n")[0])
     add_common_arguments(parser, epochs=30, batch_size=32, learning_rate=0.1, warmup_epochs=3)
-    parser.add_argument("--mixup", action=argparse.BooleanOptionalAction, default=True,
+    parser.add_argument("--mixup", action=argparse.BooleanOptionalAction, default=None,
                         help="train on MixUp batches (default: on; --no-mixup trains on the plain images)")
     parser.add_argument("--alpha", "--mixup-alpha", dest="alpha", type=positive_float, default=0.2,
                         help="MixUp Beta(alpha, alpha) concentration (default: 0.2)")
     parser.add_argument("--num-classes", type=positive_int, default=10, help="number of classes (default: 10)")
+    parser.add_argument("--input-scaling", choices=sorted(INPUT_SCALING), default="symmetric",
+                        help="pixels to inputs: symmetric [-1, 1], or notebook: its x/255*2-2, i.e. [-2, 0] "
+                             "(default: symmetric)")
+    parser.add_argument("--compare", action="store_true",
+                        help="the notebook's comparison in one command: train with MixUp, then without (same seed, "
+                             "data and settings) into <checkpoint-dir>/mixup and /no-mixup, then write "
+                             "comparison.md, comparison.json and comparison.png (both validation curves)")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Validate the data, then train; bad data raises `TrainingInputError` before TensorFlow loads."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.compare and args.mixup is False:
+        parser.error("--compare trains both with and without MixUp: drop --no-mixup")
+    args.mixup = args.mixup is not False  # unset: on
     train_info, test_info = validate_data(args.data_dir, args.num_classes)
     from cifar_mixup.run import train  # TensorFlow and Horovod load only once the input is known to be good
 

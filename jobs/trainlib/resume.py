@@ -1,7 +1,8 @@
 """Resume: rank 0 finds the latest complete checkpoint, every rank learns its epoch and gets rank 0's state.
 
 Works on any set of variables grouped by name (`{"model": [...], "optimizer": [...]}`), so custom training loops use it
-as well as Keras (`keras_state`). Every rank must call `restore_and_broadcast` (it runs collectives).
+as well as Keras (`keras_state`). With Horovod every rank must call `restore_and_broadcast` (it runs collectives); with
+tf.distribute every worker calls `restore_latest` (no broadcast: all read the same shared directory).
 """
 
 from __future__ import annotations
@@ -83,3 +84,20 @@ def restore_and_broadcast(context: WorkerContext, manager: CheckpointManager | N
     if context.is_chief:
         log.info("training starts at epoch %d with weights digest %s on all %d ranks", epoch + 1, digest, context.size)
     return epoch
+
+
+def restore_latest(manager: CheckpointManager, variables: Variables, context: WorkerContext) -> int:
+    """Restore the latest checkpoint on this worker (tf.distribute: every worker reads the same shared directory and
+    the strategy keeps the replicas equal); returns the epochs already done. The chief logs what it restored."""
+    checkpoint = manager.latest()
+    if checkpoint is None:
+        if context.is_chief:
+            log.info("no checkpoint in %s: starting at epoch 1", manager.directory)
+        return 0
+    state, _ = manager.load(checkpoint)
+    assign_state(variables, state, checkpoint.path)
+    if context.is_chief:
+        log.info("restored %s (epoch %d, metrics %s)", checkpoint.path, checkpoint.epoch, checkpoint.metrics)
+        log.info("training starts at epoch %d with weights digest %s", checkpoint.epoch + 1,
+                 state_digest(variable.numpy() for variable in variables.get("model", [])))
+    return checkpoint.epoch

@@ -17,6 +17,7 @@ BATCH_SIZE = 1024
 LEARNING_RATE = 0.001
 DECAY_STEP = 500_000
 DECAY_RATE = 0.5
+FOCAL_GAMMA = 4.0  # upstream UCluster's get_focal_loss default, which the notebook uses
 
 
 def int_tuple(length: int):
@@ -76,4 +77,24 @@ def build_parser() -> argparse.ArgumentParser:
                        help="widths of the four point-wise convolutions (default: 64,128,256,256)")
     model.add_argument("--dense-widths", type=int_tuple(2), default=(256, 128),
                        help="widths of the two dense layers of the classifier (default: 256,128)")
+    model.add_argument("--pooling", choices=("mean", "max"), default="mean",
+                       help="how the embedding pools over particles: mean, as upstream UCluster's gapnet_classify "
+                            "(the notebook's model), or max, as its first release (default: mean)")
+    model.add_argument("--head-dropout", type=rate_pair, default=(0.0, 0.0),
+                       help="dropout rates after the two dense layers of the classifier; the reference has none, its "
+                            "first release used 0.1,0.4 (default: 0,0)")
+    training.add_argument("--focal-gamma", type=float, default=FOCAL_GAMMA,
+                          help="focusing exponent of the focal loss; upstream UCluster's is 4, a TF2 fork's 2 "
+                               f"(default: {FOCAL_GAMMA:g})")
     return parser
+
+
+def rate_pair(text: str) -> tuple[float, float]:
+    """argparse type: two comma-separated dropout rates in [0, 1), e.g. "0.1,0.4"."""
+    try:
+        first, second = (float(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected two comma-separated rates, got {text!r}") from None
+    if not (0 <= first < 1 and 0 <= second < 1):
+        raise argparse.ArgumentTypeError(f"rates must be in [0, 1), got {text!r}")
+    return first, second

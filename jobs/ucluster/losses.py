@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-FOCAL_GAMMA = 2.0  # focusing exponent of the reference model
-FOCAL_ALPHA = 10.0  # overall scale of the reference model's focal loss
+from ucluster.cli import FOCAL_GAMMA
+
+FOCAL_ALPHA = 10.0  # overall scale of upstream UCluster's focal loss (its exponent: ucluster.cli.FOCAL_GAMMA)
 FOCAL_EPSILON = 1e-9  # added to the probability before the log, as in the reference
 
 

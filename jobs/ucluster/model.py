@@ -1,7 +1,7 @@
 """GAPNet-style point-cloud network for jets: k-NN graph attention over particles, pooled to a small embedding.
 
 Input: (batch, points, features) particles, zero-padded; features 0 and 1 are the particle's (eta, phi) relative to the
-jet axis. Output: class logits for the classification pretext task and the max-pooled embedding the k-means loss
+jet axis. Output: class logits for the classification pretext task and the pooled embedding the k-means loss
 clusters. The trainable centroids `mu` live in the model, so they are checkpointed and broadcast with the weights.
 
 Every batch normalisation reads its momentum from one shared variable, which the training loop moves along the
@@ -20,7 +20,9 @@ PADDING_SHIFT = 1000.0  # added to distances involving all-zero (padded) particl
 
 @dataclass(frozen=True)
 class GapNetConfig:
-    """Architecture sizes; the defaults are the reference's GAPNet classifier for 100-particle jets."""
+    """Architecture sizes; the defaults are the reference's GAPNet classifier for 100-particle jets (upstream
+    UCluster's gapnet_classify, which the notebook imports: the embedding is the mean over particles and the dense
+    head has no dropout)."""
 
     num_points: int = 100
     num_features: int = 8
@@ -32,7 +34,8 @@ class GapNetConfig:
     edge_widths: tuple[int, int] = (16, 128)
     conv_widths: tuple[int, int, int, int] = (64, 128, 256, 256)
     dense_widths: tuple[int, int] = (256, 128)
-    dropout_rates: tuple[float, float] = (0.1, 0.4)
+    pooling: str = "mean"  # over particles: "mean" (the reference) or "max"
+    dropout_rates: tuple[float, float] = (0.0, 0.0)  # after each dense layer of the head; 0 adds no layer
 
 
 class MomentumSource:
@@ -152,7 +155,7 @@ class GapNet(tf.keras.Model):
         self.convs = [PointwiseDense(width, source, name=f"conv_{i}") for i, width in enumerate(config.conv_widths)]
         self.aggregate = PointwiseDense(config.embedding_dim, source, name="aggregate")
         self.dense = [PointwiseDense(width, source, name=f"dense_{i}") for i, width in enumerate(config.dense_widths)]
-        self.dropouts = [tf.keras.layers.Dropout(rate) for rate in config.dropout_rates]
+        self.dropouts = [tf.keras.layers.Dropout(rate) if rate else None for rate in config.dropout_rates]
         self.classifier = tf.keras.layers.Dense(config.num_classes, name="logits")
         self.centroids = self.add_weight(
             name="centroids", shape=(config.num_clusters, config.embedding_dim), initializer="zeros", trainable=True
@@ -169,10 +172,13 @@ class GapNet(tf.keras.Model):
         net11 = self.convs[2](net, training=training)
         net12 = self.convs[3](net11, training=training)
         net = tf.concat([net01, net02, net11, net12, local0, local1], axis=-1)
-        embedding = tf.reduce_max(self.aggregate(net, training=training), axis=1)
+        aggregated = self.aggregate(net, training=training)
+        embedding = tf.reduce_max(aggregated, axis=1) if self.config.pooling == "max" else tf.reduce_mean(aggregated, 1)
         hidden = embedding
         for dense, dropout in zip(self.dense, self.dropouts, strict=True):
-            hidden = dropout(dense(hidden, training=training), training=training)
+            hidden = dense(hidden, training=training)
+            if dropout is not None:
+                hidden = dropout(hidden, training=training)
         return self.classifier(hidden), embedding
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from ucluster.losses import focal_loss, kmeans_loss, nearest_cluster
+from ucluster.losses import FOCAL_GAMMA, focal_loss, kmeans_loss, nearest_cluster
 from ucluster.model import GapNet
 from ucluster.schedules import batch_norm_momentum
 
@@ -17,12 +17,13 @@ class UClusterSteps:
     """Builds the tf.functions for one model and optimizer."""
 
     def __init__(self, model: GapNet, optimizer: tf.keras.optimizers.legacy.Optimizer, samples_per_step: int,
-                 decay_step: int, weight_decay: float = 0.0) -> None:
+                 decay_step: int, weight_decay: float = 0.0, focal_gamma: float = FOCAL_GAMMA) -> None:
         self.model = model
         self.optimizer = optimizer
         self.samples_per_step = samples_per_step
         self.decay_step = decay_step
         self.weight_decay = weight_decay
+        self.focal_gamma = focal_gamma
         self.network_variables = [v for v in model.trainable_variables if v is not model.centroids]
         self.kernels = [v for v in self.network_variables if "kernel" in v.name]
         config = model.config
@@ -47,7 +48,7 @@ class UClusterSteps:
         self._set_momentum()
         with tf.GradientTape() as tape:
             logits, _ = self.model(points, training=True)
-            class_loss = focal_loss(logits, classes)
+            class_loss = focal_loss(logits, classes, self.focal_gamma)
             loss = class_loss + self._regularization()
         self.optimizer.minimize(loss, self.network_variables, tape=tape)
         return class_loss
@@ -57,7 +58,7 @@ class UClusterSteps:
         self._set_momentum()
         with tf.GradientTape() as tape:
             logits, embedding = self.model(points, training=True)
-            class_loss = focal_loss(logits, classes)
+            class_loss = focal_loss(logits, classes, self.focal_gamma)
             cluster_loss, distances = kmeans_loss(embedding, self.model.centroids, alpha)
             loss = class_loss + cluster_loss + self._regularization()
         self.optimizer.minimize(loss, self.model.trainable_variables, tape=tape)
@@ -67,6 +68,6 @@ class UClusterSteps:
         """Inference on one batch: (summed focal loss, summed k-means loss, nearest cluster, embedding)."""
         logits, embedding = self.model(points, training=False)
         count = tf.cast(tf.shape(points)[0], tf.float32)
-        class_loss = focal_loss(logits, classes) * count
+        class_loss = focal_loss(logits, classes, self.focal_gamma) * count
         cluster_loss, distances = kmeans_loss(embedding, self.model.centroids, alpha)
         return class_loss, cluster_loss * count, nearest_cluster(distances), embedding

@@ -49,7 +49,8 @@ def model_config(args: argparse.Namespace) -> GapNetConfig:
     return GapNetConfig(num_points=args.num_point, num_features=args.nfeat, num_classes=args.ncat,
                         embedding_dim=args.max_dim, num_clusters=args.n_clusters, neighbors=args.neighbors,
                         attention_heads=args.attention_heads, edge_widths=args.edge_widths,
-                        conv_widths=args.conv_widths, dense_widths=args.dense_widths)
+                        conv_widths=args.conv_widths, dense_widths=args.dense_widths, pooling=args.pooling,
+                        dropout_rates=args.head_dropout)
 
 
 def load_inputs(args: argparse.Namespace, context: WorkerContext) -> Inputs:
@@ -127,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     optimizer = build_optimizer(args, context.size, inputs.train.steps)
     optimizer._create_all_weights(model.trainable_variables)  # slots exist before restore and broadcast
     steps = UClusterSteps(model, optimizer, samples_per_step=args.batch_size * context.size,
-                          decay_step=args.decay_step, weight_decay=args.wd)
+                          decay_step=args.decay_step, weight_decay=args.wd, focal_gamma=args.focal_gamma)
     variables = {"model": list(model.weights), "optimizer": list(optimizer.variables())}
     recorder = EpochRecorder.for_rank(context, checkpoint_dir, args.keep_checkpoints, "UCluster", args.epochs,
                                       inputs.train.steps)

@@ -87,6 +87,27 @@ def test_killed_run_resumes_at_next_epoch_with_rank0_weights(jobs, digits_dir, t
     assert [record["epoch"] for record in history] == list(range(1, latest.epoch + 2))
 
 
+def test_compare_trains_with_and_without_mixup_from_the_same_start_and_plots_both(jobs, digits_dir, tmp_path):
+    checkpoints = tmp_path / "checkpoints"
+    done = jobs.run_checked(jobs.horovodrun_command("gloo", cifar_mixup(digits_dir, checkpoints, 2, "--compare")),
+                            tmp_path, timeout=600)
+    output = done.stdout + done.stderr
+    digests = re.findall(r"training starts at epoch 1 with weights digest (\S+) on all 2 ranks", output)
+    assert len(digests) == 2 and digests[0] == digests[1], "both runs start from the same weights (same seed)"
+    table = (checkpoints / "comparison.md").read_text()
+    for name in ("mixup", "no-mixup"):
+        history = json.loads((checkpoints / name / "history.json").read_text())["epochs"]
+        assert [record["epoch"] for record in history] == [1, 2]
+        evaluation = json.loads((checkpoints / name / "evaluation.json").read_text())
+        assert f"| {name} | 2 | " in table and f"| {evaluation['heldOutAccuracy']:.4f} |" in table
+        assert sorted(path.name for path in (checkpoints / name).glob("ckpt-*.json")) == ["ckpt-000001.json",
+                                                                                          "ckpt-000002.json"]
+    assert "mixup alpha 0.2" in json.loads((checkpoints / "mixup" / "history.json").read_text())["title"]
+    assert "no mixup" in json.loads((checkpoints / "no-mixup" / "history.json").read_text())["title"]
+    assert (checkpoints / "comparison.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "MixUp vs no MixUp" in output
+
+
 def write_digits_like(path: Path, images: np.ndarray, labels: np.ndarray | None) -> None:
     with h5py.File(path, "w") as handle:
         handle["images"] = images

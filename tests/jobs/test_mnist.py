@@ -1,5 +1,6 @@
 """mnist as a user runs it: MNIST IDX files -> `python -m mnist.convert` -> `horovodrun -np 2 --mpi python -m mnist`,
-and `--strategy multiworker` with two workers described by TF_CONFIG.
+`--strategy mirrored` over two devices of one process, and `--strategy multiworker` with two workers described by
+TF_CONFIG.
 
 The images are scikit-learn's real handwritten digits, scaled to MNIST's 28x28 and written in the IDX format.
 """
@@ -120,9 +121,26 @@ def test_multiworker_strategy_from_tf_config_checkpoints_from_chief_and_resumes(
     assert record["rank"] == 0 and record["metrics"]["val_accuracy"] > 0.3
 
     chief, other = run_multiworker(jobs, mnist_dir, checkpoints, 2, tmp_path)
-    assert "starting at epoch 2" in chief
+    assert "training starts at epoch 2" in chief
     assert "Epoch 2/2" in chief and "Epoch 1/2" not in chief
     assert sorted(path.name for path in checkpoints.glob("ckpt-*.json")) == ["ckpt-000001.json", "ckpt-000002.json"]
+
+
+def test_mirrored_strategy_takes_one_batch_per_replica_and_resumes(jobs, mnist_dir, tmp_path):
+    checkpoints = tmp_path / "checkpoints"
+    mirrored = ("--strategy", "mirrored", "--replicas", "2")
+    done = jobs.run_checked([sys.executable, *mnist(mnist_dir, checkpoints, 2, *mirrored)], tmp_path)
+    output = done.stdout + done.stderr
+    # 1,400 training rows, 32 per replica on 2 CPU devices: a global batch of 64, 21 steps per epoch
+    assert "mirrored with 2 replicas on /job:localhost/replica:0/task:0/device:CPU:0" in output
+    assert "global batch 64 (32 per replica), learning rate 0.002" in output and "(21 steps)" in output
+    records = [json.loads(path.read_text()) for path in sorted(checkpoints.glob("ckpt-*.json"))]
+    assert [record["epoch"] for record in records] == [1, 2]
+    assert records[-1]["metrics"]["val_accuracy"] > 0.5, "the article's CNN learns digits in two epochs"
+
+    done = jobs.run_checked([sys.executable, *mnist(mnist_dir, checkpoints, 3, *mirrored)], tmp_path)
+    assert "training starts at epoch 3" in done.stdout + done.stderr
+    assert json.loads((checkpoints / "ckpt-000003.json").read_text())["epoch"] == 3
 
 
 @pytest.mark.parametrize("problem", ["truncated", "no TF_CONFIG"])

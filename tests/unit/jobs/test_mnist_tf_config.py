@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mnist.multiworker import parse_tf_config
+from mnist.strategies import parse_tf_config
 from trainlib.errors import TrainingInputError
 
 
@@ -34,3 +34,11 @@ def test_bad_tf_config_is_an_input_error(environ, message):
     with pytest.raises(TrainingInputError) as raised:
         parse_tf_config(environ)
     assert str(raised.value).startswith(message)
+
+
+def test_an_epoch_takes_one_batch_per_replica_per_step():
+    from mnist.strategies import steps_per_epoch
+
+    assert steps_per_epoch(60_000, 256, 1) == 234  # one device: the article's single-device steps
+    assert steps_per_epoch(60_000, 256, 4) == 58  # 4 GPUs: a global batch of 1,024
+    assert steps_per_epoch(100, 64, 2) == 0  # fewer rows than one global batch: refused by the caller

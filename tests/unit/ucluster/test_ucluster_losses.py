@@ -13,8 +13,8 @@ def test_focal_loss_matches_a_hand_computation():
     # softmax([0, ln 3]) = [1/4, 3/4]
     logits = tf.constant([[0.0, math.log(3.0)], [0.0, math.log(3.0)]])
     classes = tf.constant([1, 0])
-    by_hand_1 = 10.0 * (1 - 0.75) ** 2 * -math.log(0.75)
-    by_hand_0 = 10.0 * (1 - 0.25) ** 2 * -math.log(0.25)
+    by_hand_1 = 10.0 * (1 - 0.75) ** 4 * -math.log(0.75)  # upstream UCluster: gamma 4, alpha 10
+    by_hand_0 = 10.0 * (1 - 0.25) ** 4 * -math.log(0.25)
     assert float(focal_loss(logits, classes)) == pytest.approx((by_hand_1 + by_hand_0) / 2, rel=1e-5)
 
 

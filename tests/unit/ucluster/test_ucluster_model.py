@@ -1,5 +1,6 @@
 """The GAPNet-style network: shapes, neighbour search, and batch norm following the shared momentum."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -18,6 +19,36 @@ def test_outputs_logits_per_class_and_an_embedding_per_jet():
     assert logits.shape == (6, 5) and embedding.shape == (6, 3)
     assert model.centroids.shape == (3, 3)
     assert any("centroids" in weight.name for weight in model.trainable_weights)
+
+
+def test_the_embedding_pools_particles_by_mean_as_the_reference_or_by_max_on_request():
+    points = tf.random.normal((4, 12, 8))
+    for pooling, reduce in (("mean", np.mean), ("max", np.max)):
+        model = build_gapnet(dataclasses.replace(TINY, pooling=pooling))
+        captured = {}
+        original = model.aggregate.call
+
+        def spy(inputs, training=None, original=original, captured=captured):
+            captured["aggregated"] = original(inputs, training=training)
+            return captured["aggregated"]
+
+        model.aggregate.call = spy
+        _, embedding = model(points, training=False)
+        np.testing.assert_allclose(embedding.numpy(), reduce(captured["aggregated"].numpy(), axis=1), rtol=1e-5,
+                                   atol=1e-6)
+
+
+def test_the_reference_head_has_no_dropout_and_the_option_adds_it():
+    points = tf.random.normal((4, 12, 8))
+    plain = build_gapnet(TINY)
+    first, _ = plain(points, training=True)
+    second, _ = plain(points, training=True)
+    np.testing.assert_allclose(first.numpy(), second.numpy(), rtol=1e-5, atol=1e-6)  # nothing random in training
+    dropped = build_gapnet(dataclasses.replace(TINY, dropout_rates=(0.5, 0.5)))
+    dropped.momentum_source.variable.assign(1.0)  # batch statistics are the same both times; only dropout differs
+    first, _ = dropped(points, training=True)
+    second, _ = dropped(points, training=True)
+    assert not np.allclose(first.numpy(), second.numpy())
 
 
 def test_phi_wraps_around_and_padding_is_never_a_neighbour():
