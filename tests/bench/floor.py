@@ -1,6 +1,7 @@
 """The API server's floor for an operator's children on this machine: the same objects the operator created for one
-job, replayed for N jobs by a plain client with no operator running, as fast as it can (each job: its resource, then
-every child but the pods at once, then the pods at once; all jobs at once). The time from a job's create until its
+job, replayed for N jobs by a plain client with no operator running, as fast as it can: the N resources created from
+16 threads as in the operator rounds, each job's children queued the moment its resource exists and created by 16
+workers (every child but the pods at once, then the pods at once). The time from a job's create until its
 last child is seen on the watch is what no operator could beat here with that set of children.
 
 `templates` (pure) turns the children captured after a contender's round into replayable objects; `replay` creates
@@ -12,7 +13,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,35 +76,41 @@ def replay(make_client: Callable[[], client.ApiClient], namespace: str, conventi
     custom, objects = client.CustomObjectsApi(api), dynamic.DynamicClient(api)
     group, version, plural = resource
     observer = Observer(make_client, namespace, convention).start()
-    children_of: dict[str, int] = {}
     waves = [[t for t in children if not t.is_pod], [t for t in children if t.is_pod]]
-    pool = ThreadPoolExecutor(max_workers=64)
+    builders = ThreadPoolExecutor(max_workers=16)  # one job's children at a time each, as an operator's workers
+    writes = ThreadPoolExecutor(max_workers=64)  # a wave's creates at once
+    built: list[Future[None]] = []
 
     def create(obj: dict[str, Any]) -> None:
         objects.resources.get(api_version=obj["apiVersion"], kind=obj["kind"]).create(body=obj, namespace=namespace)
 
-    def one(name: str) -> float:
+    def build(name: str, uid: str) -> None:
+        for wave in waves:
+            list(writes.map(create, [instantiate(t, TEMPLATE_JOB, name, uid) for t in wave]))
+
+    def submit(name: str) -> float:
+        """Create the job's resource and queue its children at once (an operator would see the resource now)."""
         submitted = time.monotonic()
         owner = custom.create_namespaced_custom_object(group, version, namespace, plural, body(name))
-        uid = owner["metadata"]["uid"]  # type: ignore[index]  # the generated client types bodies as object
-        for wave in waves:
-            list(pool.map(create, [instantiate(t, TEMPLATE_JOB, name, uid) for t in wave]))
-        children_of[name] = len(children)
+        built.append(builders.submit(build, name, owner["metadata"]["uid"]))  # type: ignore[index]  # a dict
         return submitted
 
     try:
         names = [f"floor-{index}" for index in range(jobs)]
-        with ThreadPoolExecutor(max_workers=min(jobs, 16)) as starters:
-            submitted = dict(zip(names, starters.map(one, names), strict=True))
-        deadline = time.monotonic() + 60 + jobs
-        while not all(_seen(observer, n) == children_of[n] for n in names):
+        with ThreadPoolExecutor(max_workers=min(jobs, 16)) as starters:  # as the operator rounds create jobs
+            submitted = dict(zip(names, starters.map(submit, names), strict=True))
+        for future in built:
+            future.result()
+        deadline = time.monotonic() + 60
+        while not all(_seen(observer, name) == len(children) for name in names):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the watch never saw every replayed child of {jobs} jobs in {namespace}")
             time.sleep(0.1)
         with observer.lock:
             return [_last_seen(observer.observation, convention, name) - submitted[name] for name in names]
     finally:
-        pool.shutdown()
+        builders.shutdown()
+        writes.shutdown()
         observer.stop()
 
 

@@ -306,7 +306,7 @@ def measure(workdir: Path, job_counts: list[int], repeats_for_one: int, nodes: i
                 if peer.name in results:
                     found += ratio_rows(ours, results[peer.name], tuned)
             tuned_peer = results.get(contenders[2].name)
-            if jobs >= 10 and tuned_peer is not None:
+            if jobs > 1 and tuned_peer is not None:
                 found += floor_rows(ours, tuned_peer, bench.floor(contenders[0], ours.children, jobs),
                                     bench.floor(contenders[2], tuned_peer.children, jobs))
         return found

@@ -19,6 +19,8 @@ EXPECTED = [
                    "operator API requests per job", "operator CPU seconds per job")),
     *(f"kubetrain / {peer}: create -> all children p99, {size}" for peer in OPERATORS[1:]
       for size in ("1 job", "5 jobs")),
+    *(f"floor, no operator: {who}'s children replayed, 5 jobs" for who in (OPERATORS[0], OPERATORS[2])),
+    f"floor kubetrain / floor {OPERATORS[2]}: create -> all children p99, 5 jobs",
     "(a) plain Keras", "(b) Horovod np=1", "(c) Horovod np=2", "(c)/(a) images/s", "(c)/(a) images per CPU second",
     "allreduce / step time", "HDF5 pipeline vs in-memory tensors, training steps/s",
     "HDF5 pipeline vs in-memory tensors, steps per CPU second", "contiguous block vs strided",
