@@ -12,10 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
+from trainlib.plots import plt, save_figure  # pyplot on the Agg backend (no display)
 
 VARIANTS = (("mixup", True), ("no-mixup", False))  # sub-folder of the checkpoint directory, --mixup or not
 
@@ -72,12 +69,7 @@ def plot_validation(runs: Sequence[RunSummary], path: str, title: str) -> None:
         axis.set_ylabel(label)
         axis.grid(alpha=0.3)
         axis.legend()
-    figure.suptitle(title)
-    figure.tight_layout()
-    temporary = f"{path}.{os.getpid()}.tmp.png"
-    figure.savefig(temporary, dpi=100)
-    plt.close(figure)
-    os.replace(temporary, path)
+    save_figure(figure, path, title)
 
 
 def write_comparison(directory: str, settings: Mapping[str, Any]) -> str:

@@ -26,10 +26,7 @@ def format_table(results: Sequence[TrainerResult]) -> str:
 
 def plot_comparison(results: Sequence[TrainerResult], path: str) -> None:
     """Two bar charts side by side: F1 per trainer and training seconds per trainer."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from trainlib.plots import plt, save_figure  # pyplot on the Agg backend (no display)
 
     names = [result.trainer for result in results]
     positions = range(len(results))
@@ -40,9 +37,7 @@ def plot_comparison(results: Sequence[TrainerResult], path: str) -> None:
     time_axes.set(xlabel="Trainers", ylabel="Seconds", title="Training time (lower is better)")
     for axes in (f1_axes, time_axes):
         axes.set_xticks(list(positions), names, rotation=25)
-    figure.tight_layout()
-    figure.savefig(path)
-    plt.close(figure)
+    save_figure(figure, path)
 
 
 def report_comparison(results: Sequence[TrainerResult], directory: str) -> str:

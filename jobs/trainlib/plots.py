@@ -14,8 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
 def plot_history(records: Sequence[Mapping[str, float]], path: str, title: str) -> None:
     """Plot per-epoch metrics to `path`: losses on the left, other metrics on the right; `val_*` dashed.
 
-    `records` are `{"epoch": n, "<metric>": value, ...}` dicts, one per epoch. Written to a temporary file and renamed,
-    so a reader never sees half a PNG.
+    `records` are `{"epoch": n, "<metric>": value, ...}` dicts, one per epoch.
     """
     names = sorted({name for record in records for name in record if name not in ("epoch", "lr")})
     losses = [name for name in names if "loss" in name]
@@ -32,7 +31,14 @@ def plot_history(records: Sequence[Mapping[str, float]], path: str, title: str) 
         axis.grid(alpha=0.3)
         if group:
             axis.legend()
-    figure.suptitle(title)
+    save_figure(figure, path, title)
+
+
+def save_figure(figure: matplotlib.figure.Figure, path: str, title: str | None = None) -> None:
+    """Title, lay out and write `figure` to `path` (a PNG), then close it. Written to a temporary file and renamed, so
+    a reader never sees half a PNG."""
+    if title:
+        figure.suptitle(title)
     figure.tight_layout()
     temporary = f"{path}.{os.getpid()}.tmp.png"
     figure.savefig(temporary, dpi=100)
