@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -102,7 +103,7 @@ def replay(make_client: Callable[[], client.ApiClient], namespace: str, conventi
         for future in built:
             future.result()
         deadline = time.monotonic() + 60
-        while not all(_seen(observer, name) == len(children) for name in names):
+        while any(count < len(children) for count in _seen(observer, names)):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the watch never saw every replayed child of {jobs} jobs in {namespace}")
             time.sleep(0.1)
@@ -114,9 +115,12 @@ def replay(make_client: Callable[[], client.ApiClient], namespace: str, conventi
         observer.stop()
 
 
-def _seen(observer: Observer, job: str) -> int:
+def _seen(observer: Observer, names: list[str]) -> list[int]:
+    """Children seen so far per job of `names` (one pass over what the watches recorded)."""
     with observer.lock:
-        return sum(1 for labels in observer.observation.labels.values() if observer.convention.job_of(labels) == job)
+        jobs = [observer.convention.job_of(labels) for labels in observer.observation.labels.values()]
+    counts = Counter(jobs)
+    return [counts[name] for name in names]
 
 
 def _last_seen(observation: Observation, convention: Convention, job: str) -> float:
