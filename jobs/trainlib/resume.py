@@ -63,14 +63,7 @@ def restore_and_broadcast(context: WorkerContext, manager: CheckpointManager | N
     epoch, problem = 0, None
     if context.is_chief and manager is not None:
         try:
-            checkpoint = manager.latest()
-            if checkpoint is not None:
-                state, _ = manager.load(checkpoint)
-                assign_state(variables, state, checkpoint.path)
-                epoch = checkpoint.epoch
-                log.info("restored %s (epoch %d, metrics %s)", checkpoint.path, epoch, checkpoint.metrics)
-            else:
-                log.info("no checkpoint in %s: starting at epoch 1", manager.directory)
+            epoch = _restore_here(manager, variables, report=True)
         except CheckpointError as error:
             problem = str(error)
     epoch, problem = distributed.broadcast_object((epoch, problem), root_rank=0)
@@ -89,15 +82,23 @@ def restore_and_broadcast(context: WorkerContext, manager: CheckpointManager | N
 def restore_latest(manager: CheckpointManager, variables: Variables, context: WorkerContext) -> int:
     """Restore the latest checkpoint on this worker (tf.distribute: every worker reads the same shared directory and
     the strategy keeps the replicas equal); returns the epochs already done. The chief logs what it restored."""
+    epoch = _restore_here(manager, variables, report=context.is_chief)
+    if epoch and context.is_chief:
+        log.info("training starts at epoch %d with weights digest %s", epoch + 1,
+                 state_digest(variable.numpy() for variable in variables.get("model", [])))
+    return epoch
+
+
+def _restore_here(manager: CheckpointManager, variables: Variables, report: bool) -> int:
+    """Assign the latest checkpoint in `manager` to `variables` in this process; returns its epoch (0: none).
+    `report`: log what was restored, or that there was nothing."""
     checkpoint = manager.latest()
     if checkpoint is None:
-        if context.is_chief:
+        if report:
             log.info("no checkpoint in %s: starting at epoch 1", manager.directory)
         return 0
     state, _ = manager.load(checkpoint)
     assign_state(variables, state, checkpoint.path)
-    if context.is_chief:
+    if report:
         log.info("restored %s (epoch %d, metrics %s)", checkpoint.path, checkpoint.epoch, checkpoint.metrics)
-        log.info("training starts at epoch %d with weights digest %s", checkpoint.epoch + 1,
-                 state_digest(variable.numpy() for variable in variables.get("model", [])))
     return checkpoint.epoch
