@@ -46,10 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Validate the data (and TF_CONFIG), then train; bad input raises `TrainingInputError` before TensorFlow loads."""
     args = build_parser().parse_args(argv)
+    if args.replicas is not None and args.strategy != "mirrored":
+        raise TrainingInputError(f"--replicas is for --strategy mirrored, not {args.strategy}; add --strategy mirrored "
+                                 "or drop --replicas")
     train_info, test_info = validate_data(args.data_dir)
     checkpoint_dir = resolve_checkpoint_dir(args.checkpoint_dir, PROGRAM)
-    if args.replicas is not None and args.strategy != "mirrored":
-        raise TrainingInputError(f"--replicas is for --strategy mirrored, not {args.strategy}")
     if args.strategy != "horovod":
         from mnist.strategies import parse_tf_config, train_with_strategy
 

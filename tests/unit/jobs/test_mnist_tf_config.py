@@ -42,3 +42,10 @@ def test_an_epoch_takes_one_batch_per_replica_per_step():
     assert steps_per_epoch(60_000, 256, 1) == 234  # one device: the article's single-device steps
     assert steps_per_epoch(60_000, 256, 4) == 58  # 4 GPUs: a global batch of 1,024
     assert steps_per_epoch(100, 64, 2) == 0  # fewer rows than one global batch: refused by the caller
+
+
+def test_replicas_without_the_mirrored_strategy_is_refused_before_any_file_is_read(tmp_path):
+    from mnist.train import main
+
+    with pytest.raises(TrainingInputError, match="--replicas is for --strategy mirrored, not horovod; add --strategy"):
+        main(["--data-dir", str(tmp_path / "missing"), "--replicas", "2"])
