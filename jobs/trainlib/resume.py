@@ -2,7 +2,8 @@
 
 Works on any set of variables grouped by name (`{"model": [...], "optimizer": [...]}`), so custom training loops use it
 as well as Keras (`keras_state`). With Horovod every rank must call `restore_and_broadcast` (it runs collectives); with
-tf.distribute every worker calls `restore_latest` (no broadcast: all read the same shared directory).
+tf.distribute every worker calls `restore_latest` (no broadcast: all read the same shared directory). A legacy Keras
+optimizer makes its slots only in its first step; `create_optimizer_slots` makes them before, so they can be restored.
 """
 
 from __future__ import annotations
@@ -31,10 +32,40 @@ def keras_state(model: tf.keras.Model) -> dict[str, list[tf.Variable]]:
     optimizer = model.optimizer
     variables: dict[str, list[tf.Variable]] = {"model": list(model.weights)}
     if optimizer is not None:
-        if hasattr(optimizer, "_create_all_weights"):  # legacy Keras optimizers create slots lazily
-            optimizer._create_all_weights(model.trainable_variables)
+        create_optimizer_slots(optimizer, model.trainable_variables)
         variables["optimizer"] = list(optimizer.variables())
     return variables
+
+
+def create_optimizer_slots(optimizer: tf.keras.optimizers.legacy.Optimizer, variables: Sequence[tf.Variable]) -> None:
+    """Have a fresh legacy Keras optimizer create its iteration counter and its slots for `variables` (Adam's moments,
+    SGD's momentum, Adagrad's accumulators) now, before its first step, so a checkpoint can be restored into them and
+    Horovod can broadcast them. Weights and slots keep their initial values and `iterations` stays 0.
+
+    Legacy optimizers create their slots in their first `apply_gradients`; this applies zero gradients once, through
+    the base `Optimizer.apply_gradients` (a Horovod `DistributedOptimizer`'s override, which may average gradients
+    over ranks, is not called) without tf.distribute's aggregation, so no collective runs; then it sets `iterations`
+    back to 0. A zero gradient changes nothing in SGD (with or without momentum), Adam, Adagrad, Adadelta or RMSprop
+    (it would in Ftrl, whose step recomputes the weights). Under a tf.distribute strategy's scope the step runs in its
+    replicas, so the slots are the strategy's variables.
+    """
+    if not isinstance(optimizer, tf.keras.optimizers.legacy.Optimizer):
+        raise TypeError(f"create_optimizer_slots needs a tf.keras.optimizers.legacy optimizer, got {type(optimizer)}")
+    if int(optimizer.iterations.numpy()) != 0:
+        raise ValueError(f"create_optimizer_slots is for a fresh optimizer; this one has taken "
+                         f"{int(optimizer.iterations.numpy())} steps, and zero gradients would move its slots")
+    variables = list(variables)
+
+    def apply_zero_gradients() -> None:
+        zeros = [tf.zeros_like(variable) for variable in variables]
+        tf.keras.optimizers.legacy.Optimizer.apply_gradients(optimizer, list(zip(zeros, variables, strict=True)),
+                                                             experimental_aggregate_gradients=False)
+
+    if tf.distribute.in_cross_replica_context():  # inside strategy.scope(): steps run in the replicas
+        tf.distribute.get_strategy().run(apply_zero_gradients)
+    else:
+        apply_zero_gradients()
+    optimizer.iterations.assign(0)
 
 
 def assign_state(variables: Variables, state: Mapping[str, Sequence], source: str) -> None:
