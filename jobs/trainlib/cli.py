@@ -1,4 +1,5 @@
-"""What every program's command line shares: common flags, directory defaults, logging, and error exits.
+"""What every program's command line shares: common flags, directory defaults, logging, error exits, and the one
+entry point (`run_program`: the program's `cli.parse`, then its `train.train`).
 
 This module must not import TensorFlow: `quiet_tensorflow()` has to run before TensorFlow loads.
 """
@@ -6,6 +7,7 @@ This module must not import TensorFlow: `quiet_tensorflow()` has to run before T
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import sys
@@ -97,3 +99,18 @@ def run_main(main: Callable[[Sequence[str] | None], int | None], program: str,
         message = " ".join(str(error).split())
         print(f"{program}: error: {message}", file=sys.stderr, flush=True)
         return EXIT_BAD_INPUT
+
+
+def run_program(program: str, parse: Callable[[Sequence[str] | None], argparse.Namespace],
+                argv: Sequence[str] | None = None) -> int:
+    """`python -m <program>`, the same in every program: `parse(argv)` (the program's `cli.parse`: the flags, the data
+    files and whatever else can be checked without TensorFlow), then `<program>.train.train(args)`, where TensorFlow
+    and Horovod first load. So `--help`, a bad flag or a bad file ends the run before either starts; bad input ends
+    as in `run_main`: one line, exit code 2."""
+
+    def main(argv: Sequence[str] | None) -> int:
+        quiet_tensorflow()
+        args = parse(argv)
+        return importlib.import_module(f"{program}.train").train(args)
+
+    return run_main(main, program, argv)
