@@ -1,10 +1,8 @@
-"""`python -m cifar_mixup`: see `cifar_mixup.train`."""
+"""`python -m cifar_mixup`: `cifar_mixup.cli` parses the flags and checks the data files, then `cifar_mixup.train`
+trains."""
 
-from trainlib.cli import quiet_tensorflow, run_main
-
-quiet_tensorflow()
-
-from cifar_mixup.train import main  # noqa: E402 - TensorFlow's log level must be set before it loads
+from cifar_mixup.cli import PROGRAM, parse
+from trainlib.cli import run_program
 
 if __name__ == "__main__":
-    raise SystemExit(run_main(main, "cifar_mixup"))
+    raise SystemExit(run_program(PROGRAM, parse))

@@ -1,50 +1,88 @@
-"""`python -m cifar_mixup`: the notebook's CNN trained with Horovod, with or without MixUp, validated on held-out data.
-
-Reference hyperparameters (notebook "CNNs and MixUp with Horovod"): Adadelta with learning rate 0.1 x ranks, batch 32
-per rank, 30 epochs, MixUp alpha 0.2. Unlike the notebook, validation runs on the held-out split (`test.h5`), not on
-the training data, only rank 0 writes checkpoints, and the learning rate warms up from 0.1 to 0.1 x ranks over the
-first 3 epochs (Horovod's recipe for large effective batches; `--warmup-epochs 0` turns it off).
-
-    horovodrun -np 2 python -m cifar_mixup --data-dir /data/cifar10 --epochs 30 --mixup --alpha 0.2
-"""
+"""cifar_mixup's training, on `cifar_mixup.cli.parse`'s checked flags: Horovod setup, input pipelines, the CNN,
+`fit_distributed`, held-out evaluation, and with `--compare` both runs and their comparison."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import json
+import logging
+import os
+from collections.abc import Callable
 
-from cifar_mixup.data import INPUT_SCALING, validate_data
-from trainlib.cli import add_common_arguments, positive_float, positive_int, resolve_checkpoint_dir
+import tensorflow as tf
 
-PROGRAM = "cifar_mixup"
+from cifar_mixup.compare import VARIANTS, write_comparison
+from cifar_mixup.data import IMAGES, INPUT_SCALING, LABELS
+from cifar_mixup.model import build_cnn
+from trainlib import distributed
+from trainlib.hdf5_input import make_dataset
+from trainlib.keras_training import fit_distributed
+from trainlib.mixup import apply_mixup
 
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=f"python -m {PROGRAM}", description=__doc__.split("\n\n")[0])
-    add_common_arguments(parser, epochs=30, batch_size=32, learning_rate=0.1, warmup_epochs=3)
-    parser.add_argument("--mixup", action=argparse.BooleanOptionalAction, default=None,
-                        help="train on MixUp batches (default: on; --no-mixup trains on the plain images)")
-    parser.add_argument("--alpha", "--mixup-alpha", dest="alpha", type=positive_float, default=0.2,
-                        help="MixUp Beta(alpha, alpha) concentration (default: 0.2)")
-    parser.add_argument("--num-classes", type=positive_int, default=10, help="number of classes (default: 10)")
-    parser.add_argument("--input-scaling", choices=sorted(INPUT_SCALING), default="symmetric",
-                        help="pixels to inputs: symmetric [-1, 1], or notebook: its x/255*2-2, i.e. [-2, 0] "
-                             "(default: symmetric)")
-    parser.add_argument("--compare", action="store_true",
-                        help="the notebook's comparison in one command: train with MixUp, then without (same seed, "
-                             "data and settings) into <checkpoint-dir>/mixup and /no-mixup, then write "
-                             "comparison.md, comparison.json and comparison.png (both validation curves)")
-    return parser
+log = logging.getLogger("cifar_mixup")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Validate the data, then train; bad data raises `TrainingInputError` before TensorFlow loads."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.compare and args.mixup is False:
-        parser.error("--compare trains both with and without MixUp: drop --no-mixup")
-    args.mixup = args.mixup is not False  # unset: on
-    train_info, test_info = validate_data(args.data_dir, args.num_classes)
-    from cifar_mixup.run import train  # TensorFlow and Horovod load only once the input is known to be good
+def make_preprocess(num_classes: int, scaling: str = "symmetric"
+                    ) -> Callable[[tf.Tensor, tf.Tensor], tuple[tf.Tensor, tf.Tensor]]:  # fmt: skip
+    """uint8 image -> float32 (see `INPUT_SCALING`); class id -> one-hot float (MixUp mixes labels, so they must be
+    one-hot)."""
+    scale, shift = INPUT_SCALING[scaling]
 
-    return train(args, train_info, test_info, resolve_checkpoint_dir(args.checkpoint_dir, PROGRAM))
+    def preprocess(image: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        return tf.cast(image, tf.float32) * scale + shift, tf.one_hot(tf.cast(label, tf.int32), num_classes)
+
+    return preprocess
+
+
+def train(args: argparse.Namespace) -> int:
+    """One run, or with `--compare` the MixUp and the plain run one after the other (same seed, data and settings,
+    each in its own folder), then rank 0 writes the comparison. `args` as `cifar_mixup.cli.parse` returns them."""
+    context = distributed.start_rank(args.seed)
+    if not args.compare:
+        return train_once(context, args)
+    for name, mixup in VARIANTS:
+        if args.seed is not None:
+            tf.keras.utils.set_random_seed(args.seed + context.rank)  # both runs start from the same weights
+        tf.keras.backend.clear_session()
+        variant = {"mixup": mixup, "checkpoint_dir": os.path.join(args.checkpoint_dir, name)}
+        train_once(context, argparse.Namespace(**{**vars(args), **variant}))
+    if context.is_chief:
+        settings = {"ranks": context.size, "epochs": args.epochs, "batch": args.batch_size,
+                    "lr": args.learning_rate, "alpha": args.alpha, "seed": args.seed}
+        table = write_comparison(args.checkpoint_dir, settings)
+        log.info("MixUp vs no MixUp (comparison.md, comparison.png in %s):\n%s", args.checkpoint_dir, table)
+    return 0
+
+
+def train_once(context: distributed.WorkerContext, args: argparse.Namespace) -> int:
+    train_info, test_info, checkpoint_dir = args.train_info, args.test_info, args.checkpoint_dir
+    preprocess = make_preprocess(args.num_classes, args.input_scaling)
+    names = [IMAGES, LABELS]
+    train_input = make_dataset([train_info], names, rank=context.rank, size=context.size, batch_size=args.batch_size,
+                               training=True, preprocess=preprocess,
+                               batch_transform=apply_mixup(args.alpha) if args.mixup else None, seed=args.seed)
+    test_input = make_dataset([test_info], names, rank=context.rank, size=context.size, batch_size=args.batch_size,
+                              training=False, preprocess=preprocess)
+    if context.is_chief:
+        log.info("%d ranks; per rank %d training rows (%d steps) and %d held-out rows; mixup %s (alpha %g)",
+                 context.size, train_input.rows, train_input.steps, test_input.rows,
+                 "on" if args.mixup else "off", args.alpha)
+    height, width, channels = train_info.row_shapes[IMAGES]  # three axes: checked by cifar_mixup.data
+    model = build_cnn((height, width, channels), args.num_classes)
+    learning_rate = distributed.scaled_learning_rate(args.learning_rate, context.size)
+    optimizer = distributed.distributed_optimizer(tf.keras.optimizers.legacy.Adadelta(learning_rate=learning_rate))
+    model.compile(optimizer=optimizer, loss="categorical_crossentropy", metrics=["accuracy"])
+    fit_distributed(context, model, train_input, test_input, epochs=args.epochs, initial_lr=learning_rate,
+                    warmup_epochs=args.warmup_epochs, checkpoint_dir=checkpoint_dir,
+                    keep_checkpoints=args.keep_checkpoints,
+                    title=f"cifar_mixup ({f'mixup alpha {args.alpha:g}' if args.mixup else 'no mixup'}, "
+                          f"{context.size} ranks)")
+    loss, accuracy = model.evaluate(test_input.dataset, steps=test_input.steps, verbose=0)
+    loss, accuracy = distributed.allreduce_mean([loss, accuracy], name="held_out_evaluation")
+    if context.is_chief:
+        log.info("held-out accuracy %.4f, loss %.4f (%d images)", accuracy, loss, test_input.rows * context.size)
+        os.makedirs(checkpoint_dir, exist_ok=True)
+        with open(os.path.join(checkpoint_dir, "evaluation.json"), "w", encoding="utf-8") as handle:
+            json.dump({"heldOutAccuracy": float(accuracy), "heldOutLoss": float(loss),
+                       "heldOutImages": test_input.rows * context.size, "epochs": args.epochs}, handle, indent=2)
+    return 0

@@ -1,10 +1,7 @@
-"""`python -m mnist`: see `mnist.train`."""
+"""`python -m mnist`: `mnist.cli` parses the flags and checks the data files, then `mnist.train` trains."""
 
-from trainlib.cli import quiet_tensorflow, run_main
-
-quiet_tensorflow()
-
-from mnist.train import main  # noqa: E402 - TensorFlow's log level must be set before it loads
+from mnist.cli import PROGRAM, parse
+from trainlib.cli import run_program
 
 if __name__ == "__main__":
-    raise SystemExit(run_main(main, "mnist"))
+    raise SystemExit(run_program(PROGRAM, parse))

@@ -15,39 +15,21 @@ shared directory itself, and the strategy keeps the replicas in sync from then o
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import os
-from collections.abc import Mapping
 
+import tensorflow as tf
+
+from mnist.cli import parse_tf_config
+from mnist.data import IMAGES, LABELS
+from mnist.model import build_cnn, preprocessing
+from trainlib.cli import setup_logging
+from trainlib.distributed import WorkerContext
 from trainlib.errors import TrainingInputError
 from trainlib.hdf5_files import FileInfo
+from trainlib.hdf5_input import RankInput, make_dataset, rows_per_rank
+from trainlib.keras_training import fit_with_strategy
 
 log = logging.getLogger("mnist")
-
-EXAMPLE = '{"cluster": {"worker": ["host0:12345", "host1:12345"]}, "task": {"type": "worker", "index": 0}}'
-
-
-def parse_tf_config(environ: Mapping[str, str] | None = None) -> tuple[bool, int, int]:
-    """Check TF_CONFIG early; returns (is_chief, worker rank, number of workers). Chief first, then workers."""
-    env = os.environ if environ is None else environ
-    raw = env.get("TF_CONFIG")
-    if not raw:
-        raise TrainingInputError(f"--strategy multiworker needs TF_CONFIG describing the cluster, e.g. {EXAMPLE}")
-    try:
-        config = json.loads(raw)
-        cluster, task = config["cluster"], config["task"]
-        task_type, index = task["type"], int(task["index"])
-        members = [("chief", i) for i in range(len(cluster.get("chief", [])))]
-        members += [("worker", i) for i in range(len(cluster.get("worker", [])))]
-    except (ValueError, KeyError, TypeError) as error:
-        raise TrainingInputError(f"TF_CONFIG is not valid ({type(error).__name__}: {error}); expected e.g. "
-                                 f"{EXAMPLE}") from None
-    if (task_type, index) not in members:
-        raise TrainingInputError(f"TF_CONFIG task {task_type}:{index} is not in its cluster {dict(cluster)}; "
-                                 "fix task.type/task.index")
-    rank = members.index((task_type, index))
-    return rank == 0, rank, len(members)
 
 
 def steps_per_epoch(rows_per_pipeline: int, batch_per_replica: int, replicas_per_pipeline: int) -> int:
@@ -55,25 +37,15 @@ def steps_per_epoch(rows_per_pipeline: int, batch_per_replica: int, replicas_per
     return rows_per_pipeline // (batch_per_replica * replicas_per_pipeline)
 
 
-def train_with_strategy(args: argparse.Namespace, train_info: FileInfo, test_info: FileInfo,
-                        checkpoint_dir: str) -> int:  # fmt: skip
-    """Train with `args.strategy` ("mirrored" or "multiworker"; TF_CONFIG already checked with `parse_tf_config`)."""
-    import tensorflow as tf
-
-    from mnist.data import IMAGES, LABELS
-    from mnist.model import build_cnn, preprocessing
-    from trainlib.cli import setup_logging
-    from trainlib.distributed import WorkerContext
-    from trainlib.hdf5_input import RankInput, make_dataset, rows_per_rank
-    from trainlib.keras_training import fit_with_strategy
-
+def train_with_strategy(args: argparse.Namespace) -> int:
+    """Train with `args.strategy` ("mirrored" or "multiworker"), `args` as `mnist.cli.parse` returns them."""
     if args.strategy == "multiworker":
         is_chief, rank, workers = parse_tf_config()
         strategy: tf.distribute.Strategy = tf.distribute.MultiWorkerMirroredStrategy()  # before any other TF op
         who = f"{workers} workers (this is {'the chief' if is_chief else f'worker {rank}'})"
     else:
         rank, workers = 0, 1
-        strategy = tf.distribute.MirroredStrategy(devices=_mirrored_devices(tf, args.replicas))
+        strategy = tf.distribute.MirroredStrategy(devices=_mirrored_devices(args.replicas))
     context = WorkerContext(rank=rank, size=workers, local_rank=0)
     setup_logging(rank)
     if args.seed is not None:
@@ -101,10 +73,10 @@ def train_with_strategy(args: argparse.Namespace, train_info: FileInfo, test_inf
         options = tf.distribute.InputOptions(experimental_fetch_to_device=False)
         return RankInput(strategy.distribute_datasets_from_function(dataset_fn, options), steps, rows)
 
-    train, test = pipeline(train_info, True), pipeline(test_info, False)
+    train, test = pipeline(args.train_info, True), pipeline(args.test_info, False)
     learning_rate = args.learning_rate * replicas
     with strategy.scope():
-        height, width = train_info.row_shapes[IMAGES]  # two sides: checked by mnist.data
+        height, width = args.train_info.row_shapes[IMAGES]  # two sides: checked by mnist.data
         model = build_cnn((height, width, 1))
         model.compile(optimizer=tf.keras.optimizers.legacy.Adam(learning_rate=learning_rate),
                       loss="categorical_crossentropy", metrics=["accuracy"])
@@ -112,14 +84,14 @@ def train_with_strategy(args: argparse.Namespace, train_info: FileInfo, test_inf
              "(%d steps)", args.strategy, who, args.batch_size * replicas, args.batch_size, learning_rate,
              train.rows, train.steps)  # fmt: skip
     started = fit_with_strategy(strategy, context, model, train, test, epochs=args.epochs,
-                                checkpoint_dir=checkpoint_dir, keep_checkpoints=args.keep_checkpoints,
+                                checkpoint_dir=args.checkpoint_dir, keep_checkpoints=args.keep_checkpoints,
                                 title=f"mnist ({args.strategy}, {who})")  # fmt: skip
     if started >= args.epochs and context.is_chief:
         log.info("the latest checkpoint already has %d of %d epochs: nothing to train", started, args.epochs)
     return 0
 
 
-def _mirrored_devices(tf, replicas: int | None) -> list[str] | None:  # noqa: ANN001 - the tensorflow module
+def _mirrored_devices(replicas: int | None) -> list[str] | None:
     """Every GPU (MirroredStrategy's default) unless `replicas` asks for a number; without GPUs, `replicas` logical
     CPU devices, so the multi-device path runs on any machine."""
     gpus = tf.config.list_physical_devices("GPU")

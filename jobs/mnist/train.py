@@ -1,62 +1,50 @@
-"""`python -m mnist`: the article's tf.data pipeline and CNN, distributed with Horovod, MirroredStrategy or
-MultiWorkerMirroredStrategy.
-
-Reference hyperparameters (article "Exploring distributed training with Keras and TensorFlow data module"): Adam,
-batch 256 per replica, 10 epochs; the learning rate (0.001, Keras' Adam default) is multiplied by the number of
-replicas (with Horovod, reached after a 1-epoch warm-up).
-
-    horovodrun -np 2 python -m mnist --data-dir /data/mnist                    # Horovod (default)
-    python -m mnist --strategy mirrored --data-dir /data/mnist                 # every GPU of this machine
-    TF_CONFIG='{"cluster": {"worker": ["h0:2222", "h1:2222"]}, "task": {"type": "worker", "index": 0}}' \\
-        python -m mnist --strategy multiworker --data-dir /data/mnist          # one process per worker
-
-With `--strategy multiworker` worker 0 is the chief: it alone writes checkpoints and history; every worker resumes from
-the latest complete checkpoint in the (shared) checkpoint directory. See mnist.strategies for the global batch.
-"""
+"""mnist's training, on `mnist.cli.parse`'s checked flags: with Horovod here (one process per rank, each reading its own
+block of the HDF5 files), or with a tf.distribute strategy (`mnist.strategies`)."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import logging
 
-from mnist.data import validate_data
-from trainlib.cli import add_common_arguments, positive_int, resolve_checkpoint_dir
-from trainlib.errors import TrainingInputError
+import tensorflow as tf
 
-PROGRAM = "mnist"
+from mnist.data import IMAGES, LABELS
+from mnist.model import build_cnn, preprocessing
+from mnist.strategies import train_with_strategy
+from trainlib import distributed
+from trainlib.hdf5_input import make_dataset
+from trainlib.keras_training import fit_distributed
 
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=f"python -m {PROGRAM}", description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_common_arguments(parser, epochs=10, batch_size=256, learning_rate=0.001, warmup_epochs=1)
-    parser.add_argument("--strategy", choices=["horovod", "mirrored", "multiworker"], default="horovod",
-                        help="horovod (run under horovodrun/mpirun), mirrored (tf.distribute.MirroredStrategy over "
-                             "this machine's GPUs, the article's) or multiworker (tf.distribute."
-                             "MultiWorkerMirroredStrategy, cluster from TF_CONFIG) (default: horovod)")
-    parser.add_argument("--replicas", type=positive_int, default=None,
-                        help="for --strategy mirrored: how many GPUs (default: all); on a machine without GPUs, that "
-                             "many logical CPU devices (default: 1)")
-    parser.add_argument("--shuffle-buffer", type=positive_int, default=4096,
-                        help="rows in the shuffle buffer (default: 4096; the article used 256, here chunks of rows "
-                             "are also read in random order)")
-    return parser
+log = logging.getLogger("mnist")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Validate the data (and TF_CONFIG), then train; bad input raises `TrainingInputError` before TensorFlow loads."""
-    args = build_parser().parse_args(argv)
-    if args.replicas is not None and args.strategy != "mirrored":
-        raise TrainingInputError(f"--replicas is for --strategy mirrored, not {args.strategy}; add --strategy mirrored "
-                                 "or drop --replicas")
-    train_info, test_info = validate_data(args.data_dir)
-    checkpoint_dir = resolve_checkpoint_dir(args.checkpoint_dir, PROGRAM)
-    if args.strategy != "horovod":
-        from mnist.strategies import parse_tf_config, train_with_strategy
+def train(args: argparse.Namespace) -> int:
+    """Train as `args.strategy` says; `args` as `mnist.cli.parse` returns them."""
+    return train_horovod(args) if args.strategy == "horovod" else train_with_strategy(args)
 
-        if args.strategy == "multiworker":
-            parse_tf_config()
-        return train_with_strategy(args, train_info, test_info, checkpoint_dir)
-    from mnist.run import train_horovod
 
-    return train_horovod(args, train_info, test_info, checkpoint_dir)
+def train_horovod(args: argparse.Namespace) -> int:
+    train_info, test_info = args.train_info, args.test_info
+    context = distributed.start_rank(args.seed)
+    names = [IMAGES, LABELS]
+    train_input = make_dataset([train_info], names, rank=context.rank, size=context.size, batch_size=args.batch_size,
+                               training=True, preprocess=preprocessing, shuffle_buffer=args.shuffle_buffer,
+                               seed=args.seed)
+    test_input = make_dataset([test_info], names, rank=context.rank, size=context.size, batch_size=args.batch_size,
+                              training=False, preprocess=preprocessing)
+    if context.is_chief:
+        log.info("horovod with %d ranks; per rank %d training rows (%d steps), %d held-out rows", context.size,
+                 train_input.rows, train_input.steps, test_input.rows)
+    height, width = train_info.row_shapes[IMAGES]  # two sides: checked by mnist.data
+    model = build_cnn((height, width, 1))
+    learning_rate = distributed.scaled_learning_rate(args.learning_rate, context.size)
+    optimizer = distributed.distributed_optimizer(tf.keras.optimizers.legacy.Adam(learning_rate=learning_rate))
+    model.compile(optimizer=optimizer, loss="categorical_crossentropy", metrics=["accuracy"])
+    fit_distributed(context, model, train_input, test_input, epochs=args.epochs, initial_lr=learning_rate,
+                    warmup_epochs=args.warmup_epochs, checkpoint_dir=args.checkpoint_dir,
+                    keep_checkpoints=args.keep_checkpoints, title=f"mnist (horovod, {context.size} ranks)")
+    loss, accuracy = model.evaluate(test_input.dataset, steps=test_input.steps, verbose=0)
+    loss, accuracy = distributed.allreduce_mean([loss, accuracy], name="held_out_evaluation")
+    if context.is_chief:
+        log.info("held-out accuracy %.4f, loss %.4f", accuracy, loss)
+    return 0

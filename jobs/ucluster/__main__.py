@@ -1,9 +1,7 @@
-"""`python -m ucluster`: see ucluster.train."""
+"""`python -m ucluster`: `ucluster.cli` parses the flags and checks the data files, then `ucluster.train` trains."""
 
-from trainlib.cli import quiet_tensorflow, run_main
+from trainlib.cli import run_program
+from ucluster.cli import PROGRAM, parse
 
-quiet_tensorflow()
-
-from ucluster.train import main  # noqa: E402  (TensorFlow must load after quiet_tensorflow)
-
-raise SystemExit(run_main(main, "ucluster"))
+if __name__ == "__main__":
+    raise SystemExit(run_program(PROGRAM, parse))

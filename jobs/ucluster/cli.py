@@ -3,14 +3,20 @@
 Reference values: 10 epochs, 1 of them pretraining, batch 1024 per rank, Adam at 0.001 x ranks halved every 500000
 samples (clipped at 1e-5), batch-norm momentum 0.5 -> 0.99 on the same staircase, 20 pretext classes, 3 clusters in a
 3-dimensional embedding, 100 particles x 8 features. The network's widths are flags so tests can run a tiny one.
+
+`parse` checks the flags and the data files before TensorFlow loads (in ucluster.train).
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 
-from trainlib.cli import add_common_arguments, non_negative_int, positive_int
+from trainlib.cli import add_common_arguments, non_negative_int, positive_int, resolve_checkpoint_dir
+from trainlib.errors import TrainingInputError
+from ucluster.data import validate_split
 
+PROGRAM = "ucluster"
 EPOCHS = 10
 EPOCHS_PRETRAIN = 1
 BATCH_SIZE = 1024
@@ -37,7 +43,7 @@ def int_tuple(length: int):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m ucluster",
+        prog=f"python -m {PROGRAM}",
         description="UCluster: a GAPNet-style network on jet point clouds, pretrained on a classification task, then "
         "trained jointly with a k-means loss; reports cluster accuracy by Hungarian matching.",
     )
@@ -87,6 +93,20 @@ def build_parser() -> argparse.ArgumentParser:
                           help="focusing exponent of the focal loss; upstream UCluster's is 4, a TF2 fork's 2 "
                                f"(default: {FOCAL_GAMMA:g})")
     return parser
+
+
+def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The flags, checked: bad input raises `TrainingInputError` before TensorFlow loads. Adds the checked data files
+    (`train_files`, `test_files`) and resolves `checkpoint_dir`."""
+    args = build_parser().parse_args(argv)
+    if args.neighbors > args.num_point:
+        raise TrainingInputError(f"--neighbors {args.neighbors} exceeds --num-point {args.num_point}")
+    shape = dict(num_points=args.num_point, num_features=args.nfeat, num_classes=args.ncat,
+                 num_clusters=args.n_clusters)
+    args.train_files = validate_split(args.data_dir, args.train_list, **shape)
+    args.test_files = validate_split(args.data_dir, args.test_list, **shape)
+    args.checkpoint_dir = resolve_checkpoint_dir(args.checkpoint_dir, PROGRAM)
+    return args
 
 
 def rate_pair(text: str) -> tuple[float, float]:

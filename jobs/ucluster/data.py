@@ -1,4 +1,5 @@
-"""UCluster input: file lists -> validated HDF5 files -> each rank's tf.data pipeline of (points, pid, cluster).
+"""UCluster's data files: the file lists and the HDF5 layout, checked before TensorFlow loads (`ucluster.train` turns
+the checked files into each rank's tf.data pipeline of (points, pid, cluster)).
 
 Layout of every file (the reference's): `data` (N, points, features) float particles, `pid` (N,) integer class of the
 pretext task in [0, ncat), `label` (N, n_clusters) one-hot true cluster. `train_files.txt` and `test_files.txt` in the
@@ -8,15 +9,12 @@ data directory name the files, one per line, relative to that directory (or abso
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 
 import h5py
 import numpy as np
-import tensorflow as tf
 
 from trainlib.errors import DataFileError, TrainingInputError
 from trainlib.hdf5_files import ArraySpec, FileInfo, validate_files
-from trainlib.hdf5_input import RankInput, make_dataset
 
 FIX = "write files in the UCluster layout (or synthetic ones with `python -m ucluster.synthetic <data dir>`)"
 SCAN_ROWS = 65536  # rows of pid/label read at a time when checking their values
@@ -77,23 +75,3 @@ def validate_split(
     for info in infos:
         check_values(info, num_classes)
     return infos
-
-
-def _to_example(points: tf.Tensor, pid: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-    return tf.cast(points, tf.float32), tf.cast(pid, tf.int32), tf.argmax(label, output_type=tf.int32)
-
-
-def rank_input(
-    files: Sequence[FileInfo], *, rank: int, size: int, batch_size: int, training: bool, seed: int | None = None
-) -> RankInput:
-    """This rank's contiguous block of every file as batches of (points, pid, true cluster index)."""
-    return make_dataset(
-        files,
-        ["data", "pid", "label"],
-        rank=rank,
-        size=size,
-        batch_size=batch_size,
-        training=training,
-        preprocess=_to_example,
-        seed=seed,
-    )

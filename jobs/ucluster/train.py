@@ -1,4 +1,4 @@
-"""`python -m ucluster`: UCluster training under Horovod, one process per rank.
+"""UCluster's training under Horovod, one process per rank, on `ucluster.cli.parse`'s checked flags and files.
 
 Epochs are counted from 1. Epochs 1..P (P = --epochs-pretrain) train the classifier alone; after epoch P, k-means on
 the embeddings initialises the centroids; epochs P+1.. train classification + k-means loss with alpha = 2 (epoch - P).
@@ -19,15 +19,12 @@ import numpy as np
 import tensorflow as tf
 
 from trainlib import distributed
-from trainlib.cli import resolve_checkpoint_dir
 from trainlib.custom_loop import EpochRecorder
 from trainlib.distributed import WorkerContext
-from trainlib.errors import TrainingInputError
-from trainlib.hdf5_input import RankInput
-from trainlib.resume import restore_and_broadcast
-from ucluster.cli import build_parser
+from trainlib.hdf5_files import FileInfo
+from trainlib.hdf5_input import RankInput, make_dataset
+from trainlib.resume import create_optimizer_slots, restore_and_broadcast
 from ucluster.clustering import initialise_centroids
-from ucluster.data import rank_input, validate_split
 from ucluster.metrics import confusion_counts, matched_accuracy
 from ucluster.model import GapNetConfig, build_gapnet
 from ucluster.schedules import StaircaseLearningRate, alpha_for_epoch, batch_norm_momentum
@@ -44,8 +41,6 @@ class Inputs:
 
 
 def model_config(args: argparse.Namespace) -> GapNetConfig:
-    if args.neighbors > args.num_point:
-        raise TrainingInputError(f"--neighbors {args.neighbors} exceeds --num-point {args.num_point}")
     return GapNetConfig(num_points=args.num_point, num_features=args.nfeat, num_classes=args.ncat,
                         embedding_dim=args.max_dim, num_clusters=args.n_clusters, neighbors=args.neighbors,
                         attention_heads=args.attention_heads, edge_widths=args.edge_widths,
@@ -54,15 +49,22 @@ def model_config(args: argparse.Namespace) -> GapNetConfig:
 
 
 def load_inputs(args: argparse.Namespace, context: WorkerContext) -> Inputs:
-    """Validate both file lists, then build this rank's pipelines."""
-    shape = dict(num_points=args.num_point, num_features=args.nfeat, num_classes=args.ncat,
-                 num_clusters=args.n_clusters)
-    train_files = validate_split(args.data_dir, args.train_list, **shape)
-    test_files = validate_split(args.data_dir, args.test_list, **shape)
+    """This rank's pipelines over the checked files."""
     common = dict(rank=context.rank, size=context.size, batch_size=args.batch_size)
-    return Inputs(train=rank_input(train_files, training=True, seed=args.seed, **common),
-                  test=rank_input(test_files, training=False, **common),
-                  train_for_kmeans=rank_input(train_files, training=False, **common))
+    return Inputs(train=rank_input(args.train_files, training=True, seed=args.seed, **common),
+                  test=rank_input(args.test_files, training=False, **common),
+                  train_for_kmeans=rank_input(args.train_files, training=False, **common))
+
+
+def rank_input(files: Sequence[FileInfo], *, rank: int, size: int, batch_size: int, training: bool,
+               seed: int | None = None) -> RankInput:  # fmt: skip
+    """This rank's contiguous block of every file as batches of (points, pid, true cluster index)."""
+    return make_dataset(files, ["data", "pid", "label"], rank=rank, size=size, batch_size=batch_size,
+                        training=training, preprocess=_to_example, seed=seed)
+
+
+def _to_example(points: tf.Tensor, pid: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    return tf.cast(points, tf.float32), tf.cast(pid, tf.int32), tf.argmax(label, output_type=tf.int32)
 
 
 def build_optimizer(args: argparse.Namespace, size: int, steps_per_epoch: int) -> tf.keras.optimizers.legacy.Optimizer:
@@ -117,16 +119,16 @@ def evaluate(steps: UClusterSteps, test: RankInput, with_clusters: bool, alpha: 
     return {key: float(value) for key, value in metrics.items()}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def train(args: argparse.Namespace) -> int:
+    """Pretrain, initialise the centroids, train jointly; `args` as `ucluster.cli.parse` returns them."""
     context = distributed.start_rank(args.seed)
     config = model_config(args)
     inputs = load_inputs(args, context)
-    checkpoint_dir = resolve_checkpoint_dir(args.checkpoint_dir, "ucluster")
+    checkpoint_dir = args.checkpoint_dir
 
     model = build_gapnet(config)
     optimizer = build_optimizer(args, context.size, inputs.train.steps)
-    optimizer._create_all_weights(model.trainable_variables)  # slots exist before restore and broadcast
+    create_optimizer_slots(optimizer, model.trainable_variables)  # before restore and broadcast
     steps = UClusterSteps(model, optimizer, samples_per_step=args.batch_size * context.size,
                           decay_step=args.decay_step, weight_decay=args.wd, focal_gamma=args.focal_gamma)
     variables = {"model": list(model.weights), "optimizer": list(optimizer.variables())}

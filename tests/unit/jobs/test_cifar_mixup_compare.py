@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cifar_mixup.cli import build_parser, parse
 from cifar_mixup.compare import write_comparison
-from cifar_mixup.train import build_parser, main
 
 JOBS = Path(__file__).resolve().parents[3] / "jobs" / "cifar_mixup"
 
@@ -37,7 +37,7 @@ def test_the_table_shows_each_runs_best_and_final_validation_and_the_plot_is_wri
 
 def test_compare_refuses_no_mixup(capsys):
     with pytest.raises(SystemExit):
-        main(["--compare", "--no-mixup", "--data-dir", "/nowhere"])
+        parse(["--compare", "--no-mixup", "--data-dir", "/nowhere"])
     assert "--compare trains both with and without MixUp" in capsys.readouterr().err
 
 

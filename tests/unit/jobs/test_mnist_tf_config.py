@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mnist.strategies import parse_tf_config
+from mnist.cli import parse, parse_tf_config
 from trainlib.errors import TrainingInputError
 
 
@@ -45,7 +45,5 @@ def test_an_epoch_takes_one_batch_per_replica_per_step():
 
 
 def test_replicas_without_the_mirrored_strategy_is_refused_before_any_file_is_read(tmp_path):
-    from mnist.train import main
-
     with pytest.raises(TrainingInputError, match="--replicas is for --strategy mirrored, not horovod; add --strategy"):
-        main(["--data-dir", str(tmp_path / "missing"), "--replicas", "2"])
+        parse(["--data-dir", str(tmp_path / "missing"), "--replicas", "2"])

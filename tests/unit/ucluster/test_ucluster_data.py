@@ -8,7 +8,8 @@ import pytest
 
 from trainlib.errors import DataFileError, TrainingInputError
 from ucluster import synthetic
-from ucluster.data import rank_input, read_file_list, validate_split
+from ucluster.data import read_file_list, validate_split
+from ucluster.train import rank_input
 
 
 @pytest.fixture(scope="module")
