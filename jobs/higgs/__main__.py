@@ -1,9 +1,7 @@
-"""`python -m higgs`: see higgs.train."""
+"""`python -m higgs`: `higgs.cli` parses the flags and checks both files, then `higgs.train` trains."""
 
-from trainlib.cli import quiet_tensorflow, run_main
+from higgs.cli import parse
+from trainlib.cli import run_program
 
-quiet_tensorflow()
-
-from higgs.train import main  # noqa: E402  (TensorFlow must load after quiet_tensorflow)
-
-raise SystemExit(run_main(main, "higgs"))
+if __name__ == "__main__":
+    raise SystemExit(run_program("higgs", parse))

@@ -1,5 +1,7 @@
 """Higgs input: validated train/test HDF5 (from higgs.convert), scaling statistics over ranks, tf.data, test blocks.
 
+Nothing here loads TensorFlow or Horovod until training asks for them, so `load` checks the files first.
+
 Layout: `features` (N, F) float with attribute `feature_names`, `label` (N,) integer 0 = b / 1 = s, `weight`, and
 `event_id`. Training reads each rank's contiguous block through trainlib; the test split is divided into contiguous
 blocks covering every row exactly once (evaluation needs no equal step counts).
@@ -10,17 +12,18 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import h5py
 import numpy as np
-import tensorflow as tf
 
 from higgs.scaling import Moments, mean_and_std, merge, moments
-from trainlib import distributed
-from trainlib.distributed import WorkerContext
 from trainlib.errors import DataFileError
 from trainlib.hdf5_files import ArraySpec, FileInfo, iter_block_chunks, validate_files
-from trainlib.hdf5_input import RankInput, make_dataset
+
+if TYPE_CHECKING:
+    from trainlib.distributed import WorkerContext
+    from trainlib.hdf5_input import RankInput
 
 FIX = "convert the challenge CSV with `python -m higgs.convert training.csv <data dir>`"
 SPECS = (ArraySpec("features", (None,), kinds="f"), ArraySpec("label", (), kinds="iu"))
@@ -74,6 +77,8 @@ def rank_moments(info: FileInfo, rank: int, size: int) -> Moments:
 
 def scaling_statistics(info: FileInfo, context: WorkerContext) -> tuple[np.ndarray, np.ndarray]:
     """Mean and std of the training split: per-rank moments summed over ranks (the same result on every rank)."""
+    from trainlib import distributed
+
     local = rank_moments(info, context.rank, context.size)
     return mean_and_std(Moments.from_vector(distributed.allreduce_sum(local.to_vector())))
 
@@ -81,6 +86,10 @@ def scaling_statistics(info: FileInfo, context: WorkerContext) -> tuple[np.ndarr
 def training_input(info: FileInfo, mean: np.ndarray, std: np.ndarray, *, rank: int, size: int, batch_size: int,
                    seed: int | None) -> RankInput:
     """Standardised features and one-hot labels (the notebook's categorical cross-entropy targets)."""
+    import tensorflow as tf
+
+    from trainlib.hdf5_input import make_dataset
+
     mean_t, std_t = tf.constant(mean, tf.float32), tf.constant(std, tf.float32)
 
     def preprocess(features: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:

@@ -1,9 +1,11 @@
-"""How the ranks' models are kept together, per trainer (the rules themselves are in higgs.elastic).
+"""What a training rank does per step and between steps, for the trainers in which every rank trains together.
 
-- single, allreduce: nothing to do between steps (allreduce averages gradients inside the optimizer).
-- easgd: every `window` steps an elastic step between each rank's model and a centre model, one allreduce of the
-  differences; the centre model is what is evaluated and checkpointed as the result.
-- model-averaging: every `window` steps, and at the end of every epoch, the weights are replaced by their mean.
+- single, allreduce: the optimizer's step only (allreduce averages the gradients inside Horovod's optimizer).
+- easgd: every `window` steps (dist-keras: every step) the step is followed by the elastic exchange with the centre
+  (one allreduce of the workers' distances, mean form; higgs.rules); the centre is what is evaluated and checkpointed.
+- model-averaging: every `window` steps, and at the end of every epoch, the weights become their mean over ranks.
+
+The parameter-server trainers' workers (higgs.asynchronous) build on `LocalTraining` too.
 """
 
 from __future__ import annotations
@@ -11,14 +13,19 @@ from __future__ import annotations
 import horovod.tensorflow as hvd
 import tensorflow as tf
 
-from higgs.elastic import elastic_update
+from higgs.rules import easgd_center, easgd_worker, elastic_alpha
+from higgs.trainers import TrainerSettings
+from trainlib.custom_loop import warmup_learning_rate
+from trainlib.hdf5_input import RankInput
 
 
-class Synchronizer:
-    """No synchronisation of weights; the model itself is the result."""
+class LocalTraining:
+    """A rank's optimizer steps over its block of the data; no synchronisation of weights."""
 
-    def __init__(self, model: tf.keras.Model) -> None:
-        self.model = model
+    def __init__(self, model: tf.keras.Model, optimizer: tf.keras.optimizers.legacy.Optimizer) -> None:
+        self.model, self.optimizer = model, optimizer
+        self._loss = tf.keras.losses.CategoricalCrossentropy()
+        self._step = tf.function(self.train_step)
 
     @property
     def result_model(self) -> tf.keras.Model:
@@ -29,44 +36,93 @@ class Synchronizer:
         """Variables to checkpoint besides the model and optimizer."""
         return {}
 
-    def compile(self) -> None:
-        """Trace the synchronisation graph now, so that training time excludes it."""
+    def train_step(self, features: tf.Tensor, targets: tf.Tensor) -> tf.Tensor:
+        """One step of the worker's optimizer (traced)."""
+        with tf.GradientTape() as tape:
+            loss = self._loss(targets, self.model(features, training=True))
+        self.optimizer.minimize(loss, self.model.trainable_variables, tape=tape)
+        return loss
+
+    def compile(self, element_spec: tuple[tf.TensorSpec, tf.TensorSpec]) -> None:
+        """Trace the graphs now, so that training time excludes tracing."""
+        self._step.get_concrete_function(*element_spec)
+
+    def begin(self) -> None:
+        """Called once before the first epoch, after the weights are restored and broadcast."""
 
     def after_step(self, step: int) -> None:
         """Called after optimizer step `step` (1-based, counted over the whole run)."""
 
     def end_of_epoch(self) -> None:
-        """Called on every rank after the last step of an epoch."""
+        """Called after the last step of an epoch."""
+
+    def run_epoch(self, train: RankInput) -> tuple[float, int]:
+        """One pass over this rank's block: (summed loss, steps)."""
+        loss_sum = 0.0
+        for features, targets in train.dataset.take(train.steps):
+            loss_sum += float(self._step(features, targets))
+            self.after_step(int(self.optimizer.iterations.numpy()))
+        self.end_of_epoch()
+        return loss_sum, train.steps
 
 
-class WindowedSynchronizer(Synchronizer):
-    """Runs `synchronize` (one traced graph) on every rank after every `window` optimizer steps."""
+class WarmedUpTraining(LocalTraining):
+    """The allreduce trainer's steps with Horovod's learning-rate warm-up from the one-rank rate to the scaled one
+    (only it scales its rate by the ranks, so only it warms up)."""
 
-    def __init__(self, model: tf.keras.Model, window: int) -> None:
-        super().__init__(model)
+    def __init__(self, model: tf.keras.Model, optimizer: tf.keras.optimizers.legacy.Optimizer, size: int,
+                 warmup_epochs: int) -> None:
+        super().__init__(model, optimizer)
+        self.size, self.warmup_epochs = size, warmup_epochs
+        self.target_rate = float(optimizer.learning_rate.numpy())
+
+    def run_epoch(self, train: RankInput) -> tuple[float, int]:
+        loss_sum = 0.0
+        for features, targets in train.dataset.take(train.steps):
+            done = int(self.optimizer.iterations.numpy()) / train.steps
+            self.optimizer.learning_rate = warmup_learning_rate(self.target_rate, self.size, done,
+                                                                self.warmup_epochs)
+            loss_sum += float(self._step(features, targets))
+        return loss_sum, train.steps
+
+
+class WindowedAveraging(LocalTraining):
+    """Model averaging: local steps, then every rank takes the mean of all ranks' weights."""
+
+    def __init__(self, model: tf.keras.Model, optimizer: tf.keras.optimizers.legacy.Optimizer, window: int) -> None:
+        super().__init__(model, optimizer)
         self.window = window
-        self._sync = tf.function(self.synchronize)
+        self._average = tf.function(self.average)
 
-    def synchronize(self) -> None:
-        """Bring the ranks' weights together (a collective: every rank calls it at the same step)."""
-        raise NotImplementedError
+    def average(self) -> None:
+        """Every rank's trainable weights become their mean (a collective)."""
+        values = [variable.read_value() for variable in self.model.trainable_variables]
+        for variable, value in zip(self.model.trainable_variables, hvd.grouped_allreduce(values, op=hvd.Average),
+                                   strict=True):
+            variable.assign(value)
 
-    def compile(self) -> None:
-        self._sync.get_concrete_function()
+    def compile(self, element_spec: tuple[tf.TensorSpec, tf.TensorSpec]) -> None:
+        super().compile(element_spec)
+        self._average.get_concrete_function()
 
     def after_step(self, step: int) -> None:
         if step % self.window == 0:
-            self._sync()
+            self._average()
+
+    def end_of_epoch(self) -> None:
+        self._average()  # every rank ends the epoch with the same weights, which rank 0 checkpoints
 
 
-class ElasticAveraging(WindowedSynchronizer):
-    """Synchronous EASGD with a communication window."""
+class ElasticAveraging(LocalTraining):
+    """Synchronous EASGD: every `window`-th step is followed by the elastic exchange with the centre model."""
 
-    def __init__(self, model: tf.keras.Model, center: tf.keras.Model, window: int, alpha: float) -> None:
-        super().__init__(model, window)
-        self.center = center
-        self.alpha = alpha
-        self.center.set_weights(model.get_weights())
+    def __init__(self, model: tf.keras.Model, optimizer: tf.keras.optimizers.legacy.Optimizer, center: tf.keras.Model,
+                 settings: TrainerSettings) -> None:
+        super().__init__(model, optimizer)
+        self.center, self.window, self.learning_rate = center, settings.window, settings.learning_rate
+        self.alpha = elastic_alpha(settings.learning_rate, settings.rho)
+        self._elastic_step = tf.function(self.elastic_step)
+        self.center.set_weights(model.get_weights())  # rank 0's, or its checkpoint's, once restored and broadcast
 
     @property
     def result_model(self) -> tf.keras.Model:
@@ -75,26 +131,26 @@ class ElasticAveraging(WindowedSynchronizer):
     def extra_state(self) -> dict[str, list[tf.Variable]]:
         return {"center": list(self.center.weights)}
 
-    def synchronize(self) -> None:
-        local = [variable.read_value() for variable in self.model.trainable_variables]
-        center = [variable.read_value() for variable in self.center.trainable_variables]
-        summed = hvd.grouped_allreduce([x - c for x, c in zip(local, center, strict=True)], op=hvd.Sum)
-        for variable, center_variable, x, c, total in zip(self.model.trainable_variables,
-                                                          self.center.trainable_variables, local, center, summed,
-                                                          strict=True):
-            new_local, new_center = elastic_update(x, c, total, self.alpha)
-            variable.assign(new_local)
-            center_variable.assign(new_center)
+    def elastic_step(self, features: tf.Tensor, targets: tf.Tensor) -> tf.Tensor:
+        """The optimizer's step, then the exchange: one allreduce of (weights after the step - centre)."""
+        variables, centre = self.model.trainable_variables, self.center.trainable_variables
+        before = [variable.read_value() for variable in variables]
+        loss = self.train_step(features, targets)
+        after = [variable.read_value() for variable in variables]
+        distances = hvd.grouped_allreduce([x - c for x, c in zip(after, centre, strict=True)], op=hvd.Average)
+        for variable, c_variable, x0, x1, distance in zip(variables, centre, before, after, distances, strict=True):
+            c = c_variable.read_value()
+            variable.assign(easgd_worker(x0, x1 - x0, c, self.learning_rate, self.alpha))
+            c_variable.assign(easgd_center(c, distance, self.alpha))
+        return loss
 
+    def compile(self, element_spec: tuple[tf.TensorSpec, tf.TensorSpec]) -> None:
+        super().compile(element_spec)
+        self._elastic_step.get_concrete_function(*element_spec)
 
-class ModelAveraging(WindowedSynchronizer):
-    """Local steps, then every rank takes the mean of all ranks' weights."""
-
-    def synchronize(self) -> None:
-        values = [variable.read_value() for variable in self.model.trainable_variables]
-        averaged = hvd.grouped_allreduce(values, op=hvd.Average)
-        for variable, value in zip(self.model.trainable_variables, averaged, strict=True):
-            variable.assign(value)
-
-    def end_of_epoch(self) -> None:
-        self._sync()  # every rank ends the epoch with the same weights, which rank 0 checkpoints
+    def run_epoch(self, train: RankInput) -> tuple[float, int]:
+        loss_sum = 0.0
+        for features, targets in train.dataset.take(train.steps):
+            exchange = (int(self.optimizer.iterations.numpy()) + 1) % self.window == 0
+            loss_sum += float((self._elastic_step if exchange else self._step)(features, targets))
+        return loss_sum, train.steps

@@ -60,9 +60,10 @@ def positive_float(text: str) -> float:
     return value
 
 
-def add_common_arguments(parser: argparse.ArgumentParser, *, epochs: int, batch_size: int, learning_rate: float,
+def add_common_arguments(parser: argparse.ArgumentParser, *, epochs: int, batch_size: int | str, learning_rate: float,
                          warmup_epochs: int = 0) -> None:
-    """Flags every program takes; the defaults given here are the program's reference hyperparameters."""
+    """Flags every program takes; the defaults given here are the program's reference hyperparameters. A `batch_size`
+    given as text is the help's description of a default the program picks itself (the flag then defaults to None)."""
     parser.add_argument("--data-dir", default=default_data_dir(),
                         help="directory holding the HDF5 files (default: $KUBETRAIN_DATA_DIR, else /data)")
     parser.add_argument("--checkpoint-dir", default=None,
@@ -71,7 +72,7 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, epochs: int, batch_
     parser.add_argument("--keep-checkpoints", type=positive_int, default=3,
                         help="how many of the newest checkpoints to keep (default: 3)")
     parser.add_argument("--epochs", type=positive_int, default=epochs, help=f"epochs to train (default: {epochs})")
-    parser.add_argument("--batch-size", type=positive_int, default=batch_size,
+    parser.add_argument("--batch-size", type=positive_int, default=batch_size if isinstance(batch_size, int) else None,
                         help=f"batch size per rank (default: {batch_size})")
     parser.add_argument("--learning-rate", type=positive_float, default=learning_rate,
                         help=f"learning rate for one rank; scaled by the number of ranks (default: {learning_rate})")

@@ -3,10 +3,8 @@
 import numpy as np
 import pytest
 
-from higgs.compare import format_table
 from higgs.data import evaluation_block
 from higgs.evaluate import classification_metrics
-from higgs.train import TrainerResult
 
 
 def test_weighted_f1_of_a_constant_background_guess_by_hand():
@@ -27,11 +25,3 @@ def test_test_blocks_cover_every_row_once_in_order(rows, size):
     blocks = [evaluation_block(rows, rank, size) for rank in range(size)]
     covered = [row for start, stop in blocks for row in range(start, stop)]
     assert covered == list(range(rows))
-
-
-def test_comparison_table_has_a_row_per_trainer():
-    results = [TrainerResult("single", 0.71, 0.5, 0.72, 3.0, 1, 1), TrainerResult("easgd", 0.69, 0.45, 0.7, 2.5, 1, 2)]
-    lines = format_table(results).splitlines()
-    assert lines[0].split() == ["trainer", "ranks", "F1", "F1(s)", "accuracy", "seconds"]
-    assert lines[2].split() == ["single", "1", "0.7100", "0.5000", "0.7200", "3.0"]
-    assert lines[3].split()[:3] == ["easgd", "2", "0.6900"]

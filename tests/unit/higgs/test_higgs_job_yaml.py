@@ -4,7 +4,8 @@ from pathlib import Path
 
 import yaml
 
-from higgs.cli import build_parser
+from higgs.cli import build_parser, trainer_settings
+from higgs.trainers import SETTINGS
 
 JOB = Path(__file__).resolve().parents[3] / "jobs" / "higgs" / "job.yaml"
 
@@ -15,5 +16,6 @@ def test_job_yaml_command_parses_with_the_reference_settings():
     assert command[:3] == ["python", "-m", "higgs"]
     args = build_parser().parse_args(command[3:])
     assert args.data_dir.startswith(spec["data"]["mountPath"])
-    assert (args.trainer, args.epochs, args.batch_size, args.learning_rate) == ("allreduce", 1, 64, 0.01)
-    assert (args.hidden_units, args.dropout, args.rho, args.easgd_learning_rate) == (600, 0.2, 5.0, 0.04)
+    assert (args.trainer, args.epochs, args.learning_rate, args.hidden_units, args.dropout) == (
+        "allreduce", 1, 0.01, 600, 0.2)
+    assert trainer_settings(args) == [SETTINGS["allreduce"]]
