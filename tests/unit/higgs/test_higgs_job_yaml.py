@@ -1,4 +1,4 @@
-"""The shipped job.yaml runs `python -m higgs` with flags the program accepts, at the notebook's settings."""
+"""The shipped job.yaml and compare.yaml run higgs with flags the program accepts, at the notebook's settings."""
 
 from pathlib import Path
 
@@ -19,3 +19,11 @@ def test_job_yaml_command_parses_with_the_reference_settings():
     assert (args.trainer, args.epochs, args.learning_rate, args.hidden_units, args.dropout) == (
         "allreduce", 1, 0.01, 600, 0.2)
     assert trainer_settings(args) == [SETTINGS["allreduce"]]
+
+
+def test_compare_yaml_runs_every_trainer_with_the_notebooks_settings():
+    spec = yaml.safe_load((JOB.parent / "compare.yaml").read_text())["spec"]
+    assert spec["command"][:3] == ["python", "-m", "higgs.compare"]
+    args = build_parser().parse_args(["--compare", *spec["command"][3:]])
+    assert trainer_settings(args) == list(SETTINGS.values())
+    assert spec["workers"] * spec["slotsPerWorker"] == 8
