@@ -10,6 +10,8 @@ The parameter-server trainers' workers (higgs.asynchronous) build on `LocalTrain
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import horovod.tensorflow as hvd
 import tensorflow as tf
 
@@ -56,11 +58,15 @@ class LocalTraining:
     def end_of_epoch(self) -> None:
         """Called after the last step of an epoch."""
 
+    def step_function(self, steps_per_epoch: int) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
+        """The traced step to run next."""
+        return self._step
+
     def run_epoch(self, train: RankInput) -> tuple[float, int]:
         """One pass over this rank's block: (summed loss, steps)."""
         loss_sum = 0.0
         for features, targets in train.dataset.take(train.steps):
-            loss_sum += float(self._step(features, targets))
+            loss_sum += float(self.step_function(train.steps)(features, targets))
             self.after_step(int(self.optimizer.iterations.numpy()))
         self.end_of_epoch()
         return loss_sum, train.steps
@@ -76,14 +82,10 @@ class WarmedUpTraining(LocalTraining):
         self.size, self.warmup_epochs = size, warmup_epochs
         self.target_rate = float(optimizer.learning_rate.numpy())
 
-    def run_epoch(self, train: RankInput) -> tuple[float, int]:
-        loss_sum = 0.0
-        for features, targets in train.dataset.take(train.steps):
-            done = int(self.optimizer.iterations.numpy()) / train.steps
-            self.optimizer.learning_rate = warmup_learning_rate(self.target_rate, self.size, done,
-                                                                self.warmup_epochs)
-            loss_sum += float(self._step(features, targets))
-        return loss_sum, train.steps
+    def step_function(self, steps_per_epoch: int) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
+        done = int(self.optimizer.iterations.numpy()) / steps_per_epoch
+        self.optimizer.learning_rate = warmup_learning_rate(self.target_rate, self.size, done, self.warmup_epochs)
+        return self._step
 
 
 class WindowedAveraging(LocalTraining):
@@ -148,9 +150,6 @@ class ElasticAveraging(LocalTraining):
         super().compile(element_spec)
         self._elastic_step.get_concrete_function(*element_spec)
 
-    def run_epoch(self, train: RankInput) -> tuple[float, int]:
-        loss_sum = 0.0
-        for features, targets in train.dataset.take(train.steps):
-            exchange = (int(self.optimizer.iterations.numpy()) + 1) % self.window == 0
-            loss_sum += float((self._elastic_step if exchange else self._step)(features, targets))
-        return loss_sum, train.steps
+    def step_function(self, steps_per_epoch: int) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
+        exchange = (int(self.optimizer.iterations.numpy()) + 1) % self.window == 0
+        return self._elastic_step if exchange else self._step

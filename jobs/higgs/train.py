@@ -20,7 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from higgs import data as higgs_data
-from higgs.asynchronous import WORKERS, AsyncWorker, ParameterServer
+from higgs.asynchronous import WORKERS, ParameterServer
 from higgs.compare import report_comparison
 from higgs.evaluate import evaluate
 from higgs.model import build_model
@@ -104,7 +104,7 @@ def training_block(settings: TrainerSettings, context: WorkerContext) -> tuple[i
     return context.rank, context.size
 
 
-def run_epoch(role: LocalTraining | ParameterServer, train: RankInput | None, alone: bool,
+def run_epoch(role: LocalTraining | ParameterServer, train: RankInput | None, settings: TrainerSettings,
               prepared: Prepared, context: WorkerContext) -> dict[str, float]:
     """One epoch of this rank's role: the training loss over all training ranks, seconds, and (on rank 0, or every
     rank when the evaluation is shared) the test metrics of the result model."""
@@ -115,10 +115,11 @@ def run_epoch(role: LocalTraining | ParameterServer, train: RankInput | None, al
         assert train is not None, "a training rank has its input"
         loss_sum, steps = role.run_epoch(train)
     elapsed = time.monotonic() - began
+    alone = settings.name == "single"
     if not alone:
         loss_sum, steps = distributed.allreduce_sum(np.array([loss_sum, steps], np.float64))
     metrics = {"loss": float(loss_sum / max(steps, 1)), "train_seconds": elapsed}
-    shared = not alone and isinstance(role, LocalTraining) and not isinstance(role, AsyncWorker)
+    shared = not alone and not settings.parameter_server  # every rank holds the result model
     if shared or context.is_chief:
         metrics.update(evaluate(role.result_model, prepared.data, prepared.mean, prepared.std, context,
                                 alone=not shared))
@@ -160,7 +161,7 @@ def run_trainer(settings: TrainerSettings, args: argparse.Namespace, context: Wo
         for epoch in range(start + 1, args.epochs + 1):
             if comm is not None:
                 comm.Barrier()  # the server's clock starts with its workers'
-            metrics = run_epoch(role, train, settings.name == "single", prepared, context)
+            metrics = run_epoch(role, train, settings, prepared, context)
             seconds += metrics["train_seconds"]
             metrics["train_seconds_total"] = seconds
             if recorder:

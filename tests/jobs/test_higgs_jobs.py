@@ -120,10 +120,12 @@ def test_parameter_server_trainers_under_gloo_are_refused_before_any_training(jo
     assert not (tmp_path / "ckpt").exists()
 
 
-def test_killed_easgd_run_resumes_at_the_next_epoch_with_rank0_weights(jobs, events, tmp_path):
+@pytest.mark.parametrize(("controller", "trainer"), [("gloo", "easgd"), ("mpi", "async-easgd")])
+def test_killed_run_resumes_at_the_next_epoch_with_rank0_weights(jobs, events, tmp_path, controller, trainer):
+    """EASGD resumes its workers and centre; a parameter-server trainer its centre, where every worker goes on."""
     checkpoints = tmp_path / "ckpt"
-    command = jobs.horovodrun_command("gloo", higgs(
-        "--data-dir", str(events), "--checkpoint-dir", str(checkpoints), "--trainer", "easgd", "--epochs", "6",
+    command = jobs.horovodrun_command(controller, higgs(
+        "--data-dir", str(events), "--checkpoint-dir", str(checkpoints), "--trainer", trainer, "--epochs", "6",
         "--batch-size", "16", *SMALL_NETWORK))
     first = jobs.start_job(command, tmp_path, log=tmp_path / "first.log")
     jobs.kill_when(first, (checkpoints / "ckpt-000001.json").exists, str(checkpoints), log=tmp_path / "first.log",
