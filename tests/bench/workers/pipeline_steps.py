@@ -4,7 +4,7 @@
 
 One process, one compiled model, the two feeds alternated `--repeats` times so both see the same machine noise. The
 HDF5 feed is the program's own: `make_dataset` with cifar_mixup's preprocessing and MixUp (alpha 0.2), shuffled, as
-`cifar_mixup.run.train` builds it. The in-memory feed holds the same rows preprocessed as float32 tensors. Steps are
+`cifar_mixup.train.train` builds it. The in-memory feed holds the same rows preprocessed as float32 tensors. Steps are
 counted per wall-clock second and per CPU second of the process (the pipeline's threads included).
 """
 
@@ -41,7 +41,7 @@ def main() -> int:
     import tensorflow as tf
 
     from cifar_mixup.data import FIX, IMAGES, LABELS, SPECS, scale_images
-    from cifar_mixup.run import make_preprocess
+    from cifar_mixup.train import make_preprocess
     from trainlib.hdf5_files import validate_files
     from trainlib.hdf5_input import make_dataset
     from trainlib.mixup import apply_mixup

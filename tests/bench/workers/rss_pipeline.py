@@ -34,7 +34,7 @@ def main() -> int:
     import tensorflow as tf
 
     from cifar_mixup.data import FIX, IMAGES, LABELS, SPECS
-    from cifar_mixup.run import make_preprocess
+    from cifar_mixup.train import make_preprocess
     from trainlib.hdf5_files import rank_block, validate_files
     from trainlib.hdf5_input import make_dataset
     from trainlib.mixup import apply_mixup
