@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-PROGRAMS = ["mnist", "cifar_mixup", "ucluster"]
+PROGRAMS = ["mnist", "cifar_mixup", "ucluster", "higgs"]
 # Runs a module as `python -m` does, then reports its exit code and which of TensorFlow and Horovod were imported.
 PROBE = """
 import json, runpy, sys
