@@ -1,7 +1,8 @@
 """HDF5 files -> tf.data: stream each rank's contiguous block of rows (see `hdf5_files`) into a pipeline.
 
-Rows are read `chunk_rows` at a time, so memory stays flat as files grow: at most one chunk plus the shuffle buffer is
-held per rank.
+Rows are read `chunk_rows` at a time, so memory stays flat as files grow: at most one chunk, the shuffle buffer and a
+block of batches are held per rank. All per-row work is done on whole arrays (numpy for the shuffle, one vectorised
+TensorFlow call per batch for preprocessing and MixUp): a pipeline that touches rows one by one cannot feed a GPU.
 
 Typical use::
 
@@ -14,7 +15,7 @@ Typical use::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +33,7 @@ from trainlib.hdf5_files import (  # re-exported: programs may import the whole 
 )
 
 AUTOTUNE = tf.data.AUTOTUNE
+BLOCK_ROWS = 512  # rows per generator call: a whole number of batches, about this many
 
 __all__ = ["AUTOTUNE", "ArraySpec", "FileInfo", "RankInput", "inspect_file", "iter_block_chunks", "make_dataset",
            "rank_block", "rows_per_rank", "validate_files"]
@@ -50,12 +52,14 @@ def make_dataset(files: Sequence[FileInfo], names: Sequence[str], *, rank: int, 
                  training: bool, preprocess: Callable[..., object] | None = None,
                  batch_transform: Callable[..., object] | None = None, shuffle_buffer: int = 4096,
                  chunk_rows: int = 1024, seed: int | None = None) -> RankInput:
-    """Build this rank's pipeline over `files`: chunks -> rows -> map(preprocess) -> shuffle -> batch ->
-    map(batch_transform) -> repeat -> prefetch, with AUTOTUNE parallelism.
+    """Build this rank's pipeline over `files`: chunks -> blocks of whole batches (shuffled in numpy) -> rebatch ->
+    map(preprocess, then batch_transform, per batch) -> repeat -> prefetch, with AUTOTUNE parallelism.
 
-    `preprocess` takes one row's tensors (one per name) and returns the element; `batch_transform` takes a batch of
-    elements (e.g. `mixup.apply_mixup`'s function). Training pipelines shuffle and drop the last partial batch;
-    evaluation pipelines keep every row in order. Both repeat forever, so pass `steps` to Keras.
+    `preprocess` takes one row's tensors (one per name) and returns the element; write it for one row, it runs on a
+    whole batch at once through `tf.vectorized_map`. `batch_transform` takes a batch of elements (e.g.
+    `mixup.apply_mixup`'s function). Training pipelines shuffle rows through a buffer of at least `shuffle_buffer` rows
+    (every row drawn uniformly from the buffer, as `tf.data.Dataset.shuffle` does, see `shuffled_blocks`) and drop the
+    last partial batch; evaluation pipelines keep every row in order. Both repeat forever, so pass `steps` to Keras.
     """
     if batch_size < 1:
         raise TrainingInputError(f"--batch-size must be at least 1, got {batch_size}")
@@ -69,19 +73,109 @@ def make_dataset(files: Sequence[FileInfo], names: Sequence[str], *, rank: int, 
     signature = tuple(tf.TensorSpec((None, *files[0].row_shapes[name]), tf.as_dtype(dtype))
                       for name, dtype in zip(names, dtypes, strict=True))
     rng = np.random.default_rng(None if seed is None else seed + 7919 * rank) if training else None
+    block = batch_size * max(1, BLOCK_ROWS // batch_size)
 
-    def chunks() -> Iterator[tuple[np.ndarray, ...]]:
-        for chunk in iter_block_chunks(files, names, rank, size, chunk_rows, rng):
-            yield tuple(array.astype(dtype, copy=False) for array, dtype in zip(chunk, dtypes, strict=True))
+    def blocks() -> Iterator[tuple[np.ndarray, ...]]:
+        chunks = (tuple(array.astype(dtype, copy=False) for array, dtype in zip(chunk, dtypes, strict=True))
+                  for chunk in iter_block_chunks(files, names, rank, size, chunk_rows, rng))
+        if rng is None:
+            yield from ordered_blocks(chunks, block)
+        else:
+            yield from shuffled_blocks(chunks, block, batch_size, shuffle_buffer, rng)
 
-    dataset = tf.data.Dataset.from_generator(chunks, output_signature=signature).unbatch()
-    if preprocess is not None:
-        dataset = dataset.map(preprocess, num_parallel_calls=AUTOTUNE, deterministic=not training)
-    if training:
-        dataset = dataset.shuffle(shuffle_buffer, seed=None if seed is None else seed + rank,
-                                  reshuffle_each_iteration=True)
-    dataset = dataset.batch(batch_size, drop_remainder=training)
-    if batch_transform is not None:
-        dataset = dataset.map(batch_transform, num_parallel_calls=AUTOTUNE, deterministic=not training)
+    # Python hands TensorFlow a block of whole batches per call (not a row), `rebatch` cuts it into batches without
+    # touching rows, and each batch is preprocessed and transformed in one map call, vectorised over its rows.
+    dataset = tf.data.Dataset.from_generator(blocks, output_signature=signature).rebatch(
+        batch_size, drop_remainder=training)
+    if preprocess is not None or batch_transform is not None:
+        dataset = dataset.map(batch_function(preprocess, batch_transform), num_parallel_calls=AUTOTUNE,
+                              deterministic=not training)
     dataset = dataset.repeat().prefetch(AUTOTUNE)
     return RankInput(dataset=dataset, steps=steps, rows=rows)
+
+
+def batch_function(preprocess: Callable[..., object] | None,
+                   batch_transform: Callable[..., object] | None) -> Callable[..., object]:
+    """One function for a batch of rows: `preprocess` (written for one row) over every row at once with
+    `tf.vectorized_map`, then `batch_transform` on the batch of elements. The element is passed on as `Dataset.map`
+    passes it: a tuple as separate arguments, anything else as one."""
+
+    def apply(function: Callable[..., object], element: object) -> object:
+        return function(*element) if isinstance(element, tuple) else function(element)
+
+    def run(*columns: tf.Tensor) -> object:
+        element: object = columns
+        if preprocess is not None:
+            element = tf.vectorized_map(lambda row: apply(preprocess, row), columns)
+        return element if batch_transform is None else apply(batch_transform, element)
+
+    return run
+
+
+def ordered_blocks(chunks: Iterable[tuple[np.ndarray, ...]], block_rows: int) -> Iterator[tuple[np.ndarray, ...]]:
+    """Blocks of `block_rows` rows in the order the chunks come (blocks span chunk and file boundaries); the last
+    block holds what is left."""
+    pending: tuple[np.ndarray, ...] | None = None
+    for chunk in chunks:
+        pending = chunk if pending is None else tuple(np.concatenate(pair) for pair in zip(pending, chunk, strict=True))
+        full = len(pending[0]) // block_rows * block_rows
+        for start in range(0, full, block_rows):
+            yield tuple(array[start:start + block_rows] for array in pending)
+        pending = tuple(array[full:] for array in pending)
+    if pending is not None and len(pending[0]):
+        yield pending
+
+
+def shuffled_blocks(chunks: Iterable[tuple[np.ndarray, ...]], block_rows: int, batch_size: int, buffer_rows: int,
+                    rng: np.random.Generator) -> Iterator[tuple[np.ndarray, ...]]:
+    """Blocks of whole batches whose rows are drawn at random, without replacement, from a buffer of at least
+    `buffer_rows` rows refilled from `chunks`: `tf.data.Dataset.shuffle(buffer_rows)` done on whole arrays. The rows
+    left at the end come out shuffled too, as whole batches; fewer than `batch_size` are dropped."""
+    buffer: ShuffleBuffer | None = None
+    for chunk in chunks:
+        if buffer is None:
+            buffer = ShuffleBuffer(chunk, buffer_rows + block_rows + len(chunk[0]), rng)
+        else:
+            buffer.add(chunk)
+        while len(buffer) >= buffer_rows + block_rows:
+            yield buffer.take(block_rows)
+    while buffer is not None and len(buffer) >= batch_size:
+        yield buffer.take(min(block_rows, len(buffer) // batch_size * batch_size))
+
+
+class ShuffleBuffer:
+    """Rows of several arrays held in preallocated storage; `take(k)` removes k rows chosen uniformly at random.
+
+    Taking moves rows from the end into the holes, so a batch costs O(k) copies, not a copy of the buffer.
+    """
+
+    def __init__(self, like: tuple[np.ndarray, ...], capacity: int, rng: np.random.Generator) -> None:
+        self._arrays = [np.empty((capacity, *array.shape[1:]), array.dtype) for array in like]
+        self._rows = 0
+        self._rng = rng
+        self.add(like)
+
+    def __len__(self) -> int:
+        return self._rows
+
+    def add(self, arrays: tuple[np.ndarray, ...]) -> None:
+        count = len(arrays[0])
+        if self._rows + count > len(self._arrays[0]):  # a larger chunk than the first: grow once
+            self._arrays = [np.concatenate([store[:self._rows], np.empty((count, *store.shape[1:]), store.dtype)])
+                            for store in self._arrays]
+        for store, array in zip(self._arrays, arrays, strict=True):
+            store[self._rows:self._rows + count] = array
+        self._rows += count
+
+    def take(self, count: int) -> tuple[np.ndarray, ...]:
+        chosen = self._rng.choice(self._rows, size=min(count, self._rows), replace=False)
+        taken = tuple(store[chosen] for store in self._arrays)
+        tail = self._rows - len(chosen)
+        holes = chosen[chosen < tail]
+        kept = np.ones(len(chosen), dtype=bool)
+        kept[chosen[chosen >= tail] - tail] = False
+        movers = tail + np.flatnonzero(kept)
+        for store in self._arrays:
+            store[holes] = store[movers]
+        self._rows = tail
+        return taken

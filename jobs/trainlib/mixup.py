@@ -28,9 +28,10 @@ def mix_up(images: tf.Tensor, labels: tf.Tensor, alpha: float) -> tuple[tf.Tenso
     partner = tf.random.shuffle(tf.range(batch))
     image_weights = tf.reshape(weights, tf.concat([[batch], tf.ones([tf.rank(images) - 1], tf.int32)], axis=0))
     label_weights = tf.reshape(weights, [batch, 1])
-    mixed_images = images * image_weights + tf.gather(images, partner) * (1.0 - image_weights)
-    mixed_labels = labels * label_weights + tf.gather(labels, partner) * (1.0 - label_weights)
-    return mixed_images, mixed_labels
+    # λ·x + (1-λ)·p written as p + λ·(x - p): one pass over the images fewer
+    partner_images, partner_labels = tf.gather(images, partner), tf.gather(labels, partner)
+    return (partner_images + image_weights * (images - partner_images),
+            partner_labels + label_weights * (labels - partner_labels))
 
 
 def apply_mixup(alpha: float) -> Callable[[tf.Tensor, tf.Tensor], tuple[tf.Tensor, tf.Tensor]]:
