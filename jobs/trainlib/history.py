@@ -8,18 +8,28 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 
 from trainlib.metrics import finite_metrics
 from trainlib.plots import plot_history
 
 
 class HistoryLog:
-    """Per-epoch metrics of one training run, persisted after every epoch (rank 0 only)."""
+    """Per-epoch metrics of one training run, persisted after every epoch (rank 0 only).
 
-    def __init__(self, directory: str, title: str) -> None:
+    history.json is rewritten after every epoch; history.png (a matplotlib drawing, far slower than the JSON) is
+    redrawn when `plot_interval` seconds have passed since the last drawing (0: every epoch) and by `finish()`.
+    """
+
+    def __init__(self, directory: str, title: str, plot_interval: float = 0.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.directory = directory
         self.title = title
+        self.plot_interval = plot_interval
+        self._clock = clock
+        self._plotted_at: float | None = None
+        self._plotted_records: list[dict[str, float]] | None = None
         self.json_path = os.path.join(directory, "history.json")
         self.png_path = os.path.join(directory, "history.png")
         self.records: list[dict[str, float]] = []
@@ -35,7 +45,7 @@ class HistoryLog:
         self.records = [record for record in self.records if record.get("epoch", 0) <= epochs_done]
 
     def append(self, epoch: int, metrics: Mapping[str, object]) -> None:
-        """Record completed epoch `epoch` (1-based), then rewrite history.json and history.png."""
+        """Record completed epoch `epoch` (1-based), then rewrite history.json and, when due, history.png."""
         self.records = [record for record in self.records if record.get("epoch") != epoch]
         self.records.append({"epoch": epoch, **finite_metrics(metrics)})
         self.records.sort(key=lambda record: record["epoch"])
@@ -47,5 +57,17 @@ class HistoryLog:
         with open(temporary, "w", encoding="utf-8") as handle:
             json.dump({"title": self.title, "epochs": self.records}, handle, indent=2)
         os.replace(temporary, self.json_path)
+        now = self._clock()
+        if self._plotted_at is None or now - self._plotted_at >= self.plot_interval:
+            self.plot()
+
+    def finish(self) -> None:
+        """Draw history.png if it does not show the newest records yet (call once training ends)."""
+        if self._plotted_records != self.records:
+            self.plot()
+
+    def plot(self) -> None:
         if self.records:
             plot_history(self.records, self.png_path, self.title)
+            self._plotted_records = list(self.records)
+        self._plotted_at = self._clock()

@@ -13,7 +13,14 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from trainlib.callbacks import CheckpointCallback, HistoryCallback, ProgressCallback
+from trainlib.callbacks import (
+    PLOT_INTERVAL_SECONDS,
+    REPORT_INTERVAL_SECONDS,
+    BackgroundWriter,
+    CheckpointCallback,
+    HistoryCallback,
+    ProgressCallback,
+)
 from trainlib.checkpoints import CheckpointManager
 from trainlib.distributed import WorkerContext, horovod_callbacks
 from trainlib.hdf5_input import RankInput
@@ -66,12 +73,16 @@ def fit_with_strategy(strategy: tf.distribute.Strategy, context: WorkerContext, 
 
 def chief_callbacks(context: WorkerContext, manager: CheckpointManager, variables: Variables, title: str,
                     epochs: int, steps: int, initial_epoch: int) -> list[tf.keras.callbacks.Callback]:  # fmt: skip
-    """Checkpoint after every epoch, then history (json + plot), then progress in the job's status."""
-    history = HistoryLog(manager.directory, title)
+    """Checkpoint after every epoch, then history (json; the plot by time), then progress in the job's status (by
+    time), all written on one background thread so that training never waits for a disk or the API server."""
+    history = HistoryLog(manager.directory, title, plot_interval=PLOT_INTERVAL_SECONDS)
     history.resume_at(initial_epoch)
-    checkpoints = CheckpointCallback(manager, variables, rank=context.rank)
-    return [checkpoints, HistoryCallback(history),
-            ProgressCallback(ProgressReporter.from_environment(), epochs, steps, checkpoints)]
+    writer = BackgroundWriter()
+    checkpoints = CheckpointCallback(manager, variables, rank=context.rank, writer=writer)
+    return [checkpoints, HistoryCallback(history, writer),
+            ProgressCallback(ProgressReporter.from_environment(), epochs, steps, checkpoints, writer,
+                             report_interval=REPORT_INTERVAL_SECONDS),
+            writer]
 
 
 def _fit(context: WorkerContext, model: tf.keras.Model, train: RankInput, validation: RankInput | None, epochs: int,
