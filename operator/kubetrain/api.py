@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubetrain.contract import ENV_PREFIX, IMAGE_PATHS, KIND, RESERVED_MOUNT_PATHS
+from kubetrain.failure_policy import ACTIONS, DEFAULT_RULES, ROLES, ExitCodes, Rule
 
 # Defaults, declared once (the CRD schema carries the same values; tests/reliability/test_spec_drift.py checks both).
 DEFAULT_WORKERS = 1
@@ -29,6 +30,8 @@ MAX_WORKERS = 1000
 MAX_NAME_LENGTH = 63 - len("-worker-") - len(str(MAX_WORKERS - 1))
 MAX_COMMAND_ITEMS, MAX_COMMAND_ITEM_LENGTH = 256, 4096
 MAX_ENV_ENTRIES, MAX_ENV_NAME_LENGTH, MAX_ENV_VALUE_LENGTH = 128, 256, 65536
+MAX_FAILURE_RULES, MAX_EXIT_CODES, MAX_POD_CONDITIONS = 20, 255, 20
+CONDITION_STATUSES = ("True", "False", "Unknown")
 
 # A Docker image reference: [registry[:port]/]path[:tag][@digest] (the CRD's spec.image pattern).
 _IMAGE = re.compile(
@@ -74,6 +77,7 @@ class RunPolicy:
     ttl_seconds_after_finished: int | None
     clean_pod_policy: str
     suspend: bool
+    pod_failure_policy: tuple[Rule, ...] = DEFAULT_RULES
 
 
 @dataclass(frozen=True)
@@ -278,7 +282,55 @@ def _parse_run_policy(raw: Mapping[str, Any]) -> RunPolicy:
         ttl_seconds_after_finished=None if ttl is None else _integer(ttl, "spec.runPolicy.ttlSecondsAfterFinished", 0),
         clean_pod_policy=policy,
         suspend=suspend,
+        pod_failure_policy=_parse_pod_failure_policy(raw.get("podFailurePolicy")),
     )
+
+
+def _parse_pod_failure_policy(raw: Any) -> tuple[Rule, ...]:
+    """`podFailurePolicy.rules`, in order; absent: the defaults (kubetrain.failure_policy.DEFAULT_RULES)."""
+    if raw is None:
+        return DEFAULT_RULES
+    path = "spec.runPolicy.podFailurePolicy.rules"
+    rules = _mapping(raw, "spec.runPolicy.podFailurePolicy").get("rules")
+    if not isinstance(rules, list) or len(rules) > MAX_FAILURE_RULES:
+        raise SpecError(path, f"must be a list of at most {MAX_FAILURE_RULES} rules")
+    return tuple(_parse_failure_rule(_mapping(rule, f"{path}[{i}]"), f"{path}[{i}]") for i, rule in enumerate(rules))
+
+
+def _parse_failure_rule(raw: Mapping[str, Any], path: str) -> Rule:
+    action = raw.get("action")
+    if action not in ACTIONS:
+        raise SpecError(f"{path}.action", f"must be one of {', '.join(ACTIONS)}, got {action!r}")
+    if ("onExitCodes" in raw) == ("onPodConditions" in raw):
+        raise SpecError(path, "needs exactly one of onExitCodes and onPodConditions")
+    if "onExitCodes" in raw:
+        codes = _mapping(raw["onExitCodes"], f"{path}.onExitCodes")
+        operator, values, role = codes.get("operator"), codes.get("values"), codes.get("role")
+        if operator not in ("In", "NotIn"):
+            raise SpecError(f"{path}.onExitCodes.operator", f"must be In or NotIn, got {operator!r}")
+        if role is not None and role not in ROLES:
+            raise SpecError(f"{path}.onExitCodes.role", f"must be one of {', '.join(ROLES)} (or left out for both)")
+        if not isinstance(values, list) or not 1 <= len(values) <= MAX_EXIT_CODES:
+            raise SpecError(f"{path}.onExitCodes.values", f"must list 1 to {MAX_EXIT_CODES} exit codes")
+        for index, value in enumerate(values):
+            _integer(value, f"{path}.onExitCodes.values[{index}]", 0, 255)
+        if operator == "In" and 0 in values:
+            raise SpecError(f"{path}.onExitCodes.values", "must not contain 0 with operator In (0 is success)")
+        return Rule(action, on_exit_codes=ExitCodes(operator, frozenset(values), role))
+    conditions = raw["onPodConditions"]
+    if not isinstance(conditions, list) or not 1 <= len(conditions) <= MAX_POD_CONDITIONS:
+        raise SpecError(f"{path}.onPodConditions", f"must list 1 to {MAX_POD_CONDITIONS} pod conditions")
+    pairs = []
+    for index, condition in enumerate(conditions):
+        where = f"{path}.onPodConditions[{index}]"
+        condition = _mapping(condition, where)
+        kind, state = condition.get("type"), condition.get("status", "True")
+        if not isinstance(kind, str) or not _LABEL_NAME.match(kind):
+            raise SpecError(f"{where}.type", f"must be a pod condition type such as DisruptionTarget, got {kind!r}")
+        if state not in CONDITION_STATUSES:
+            raise SpecError(f"{where}.status", f"must be one of {', '.join(CONDITION_STATUSES)}")
+        pairs.append((kind, state))
+    return Rule(action, on_pod_conditions=tuple(pairs))
 
 
 def _parse_scheduling(raw: Mapping[str, Any]) -> Scheduling:

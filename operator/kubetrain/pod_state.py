@@ -8,21 +8,32 @@ from datetime import datetime
 from typing import Any
 
 from kubetrain import reasons
+from kubetrain.failure_policy import DISRUPTION_TARGET, Cause
 
 IMAGE_ERRORS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
 # images/base/entrypoints/launcher exits 3 when a worker never accepted ssh within launcher.waitForWorkersSeconds
 LAUNCHER_UNREACHABLE_EXIT = 3
 CONTAINER_START_ERRORS = ("CreateContainerConfigError", "CreateContainerError", "RunContainerError")
+# Why Kubernetes took a pod away (the DisruptionTarget condition's reason) -> what the job reports.
+DISRUPTIONS = {
+    "DeletionByTaintManager": reasons.NODE_LOST,  # its node became unreachable or was tainted NoExecute
+    "DeletionByPodGC": reasons.NODE_LOST,  # its node no longer exists
+    "PreemptionByScheduler": reasons.PREEMPTED,
+    "EvictionByEvictionAPI": reasons.EVICTED,  # kubectl drain, the descheduler, a user's eviction
+    "TerminationByKubelet": reasons.EVICTED,  # node pressure or graceful node shutdown
+}
 
 Obj = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
 class Failure:
-    """Why the current attempt cannot go on: names the pod and what happened to it."""
+    """Why the current attempt cannot go on: names the pod and what happened to it; `cause` is what
+    spec.runPolicy.podFailurePolicy decides on."""
 
     reason: str
     message: str
+    cause: Cause = Cause()
 
 
 def iso(moment: datetime) -> str:
@@ -53,25 +64,45 @@ def unschedulable_message(pod: Obj) -> str | None:
 
 
 def pod_failure(pod: Obj, role: str) -> Failure | None:
-    """A failure of one pod, named with its reason: exit code, OOMKilled, Evicted, image pull errors."""
+    """A failure of one pod, named with its reason: a disruption (node lost, preempted, evicted), exit code,
+    OOMKilled, image pull errors."""
     name = (pod.get("metadata") or {}).get("name", "?")
     status = pod.get("status") or {}
+    cause = Cause(role.capitalize(), _exit_code(pod),
+                  frozenset((str(c.get("type")), str(c.get("status"))) for c in _conditions(pod)))
+    disruption = _disruption(pod, role, name)
+    if disruption is not None:
+        return Failure(disruption[0], disruption[1], cause)
     failed_reason = reasons.LAUNCHER_FAILED if role == "launcher" else reasons.WORKER_FAILED
     for container in status.get("containerStatuses") or []:
         waiting = (container.get("state") or {}).get("waiting") or {}
         if waiting.get("reason") in IMAGE_ERRORS:
             detail = waiting.get("message") or waiting["reason"]
-            return Failure(reasons.IMAGE_PULL_FAILED, f"{role} pod {name}: {waiting['reason']}: {detail}")
+            return Failure(reasons.IMAGE_PULL_FAILED, f"{role} pod {name}: {waiting['reason']}: {detail}", cause)
         if waiting.get("reason") in CONTAINER_START_ERRORS:
             detail = waiting.get("message") or waiting["reason"]
-            return Failure(failed_reason, f"{role} pod {name}: {waiting['reason']}: {detail}")
+            return Failure(failed_reason, f"{role} pod {name}: {waiting['reason']}: {detail}", cause)
     phase = pod_phase(pod)
     if phase == "Failed":
-        if role == "launcher" and _exit_code(pod) == LAUNCHER_UNREACHABLE_EXIT:
+        if role == "launcher" and cause.exit_code == LAUNCHER_UNREACHABLE_EXIT:
             failed_reason = reasons.WORKERS_UNREACHABLE
-        return Failure(failed_reason, f"{role} pod {name} failed: {_termination(pod)}")
+        return Failure(failed_reason, f"{role} pod {name} failed: {_termination(pod)}", cause)
     if phase == "Succeeded" and role == "worker":
-        return Failure(reasons.WORKER_FAILED, f"worker pod {name} exited before the launcher finished")
+        return Failure(reasons.WORKER_FAILED, f"worker pod {name} exited before the launcher finished", cause)
+    return None
+
+
+def _disruption(pod: Obj, role: str, name: str) -> tuple[str, str] | None:
+    """(reason, message) when Kubernetes is taking the pod away (DisruptionTarget True), naming the node."""
+    for condition in _conditions(pod):
+        if condition.get("type") == DISRUPTION_TARGET and condition.get("status") == "True":
+            why = str(condition.get("reason") or "Disrupted")
+            reason = DISRUPTIONS.get(why, reasons.DISRUPTED)
+            node = (pod.get("spec") or {}).get("nodeName") or "no node"
+            detail = f"{why}: {condition['message']}" if condition.get("message") else why
+            if reason == reasons.NODE_LOST:
+                return reason, f"{role} pod {name}: node {node} lost ({detail})"
+            return reason, f"{role} pod {name} on node {node}: {detail}"
     return None
 
 

@@ -95,6 +95,22 @@ CORPUS: list[BadInput] = [
     BadInput("clean-pod-policy", "enum", "spec.runPolicy.cleanPodPolicy", spec_set("runPolicy.cleanPodPolicy",
                                                                                   "Sometimes")),
     BadInput("pull-policy", "enum", "spec.imagePullPolicy", spec_set("imagePullPolicy", "Maybe")),
+    BadInput("failure-rule-action", "enum", "spec.runPolicy.podFailurePolicy.rules[0].action",
+             spec_set("runPolicy.podFailurePolicy", {"rules": [{"action": "Retry", "onExitCodes": {
+                 "operator": "In", "values": [1]}}]})),
+    BadInput("failure-rule-exit-code-256", "range", "spec.runPolicy.podFailurePolicy.rules[0].onExitCodes.values[0]",
+             spec_set("runPolicy.podFailurePolicy", {"rules": [{"action": "Ignore", "onExitCodes": {
+                 "operator": "In", "values": [256]}}]})),
+    BadInput("failure-rule-exit-code-0-in", "combination",
+             "spec.runPolicy.podFailurePolicy.rules[0].onExitCodes.values",
+             spec_set("runPolicy.podFailurePolicy", {"rules": [{"action": "Ignore", "onExitCodes": {
+                 "operator": "In", "values": [0, 1]}}]})),
+    BadInput("failure-rule-two-matchers", "combination", "spec.runPolicy.podFailurePolicy.rules[0]",
+             spec_set("runPolicy.podFailurePolicy", {"rules": [{"action": "Ignore", "onExitCodes": {
+                 "operator": "In", "values": [1]}, "onPodConditions": [{"type": "DisruptionTarget"}]}]})),
+    BadInput("failure-rule-role", "enum", "spec.runPolicy.podFailurePolicy.rules[0].onExitCodes.role",
+             spec_set("runPolicy.podFailurePolicy", {"rules": [{"action": "FailJob", "onExitCodes": {
+                 "operator": "In", "values": [2], "role": "Driver"}}]})),
     # missing fields
     BadInput("no-spec", "missing", "spec", lambda body: body.pop("spec")),
     BadInput("no-image", "missing", "spec.image", spec_drop("image")),

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+from kubetrain import failure_policy
 from kubetrain import reasons as r
 from kubetrain.api import Job
 from kubetrain.contract import launcher_name
@@ -49,6 +50,11 @@ def decide(job: Job, status: Mapping[str, Any], children: Children, now: datetim
         return _fail(world, Failure(r.DEADLINE_EXCEEDED, f"the job ran longer than activeDeadlineSeconds={deadline}"))
     failure = phase.current_failure(world)
     if failure is not None:
+        verdict = failure_policy.decide(failure.cause, job.spec.run_policy.pod_failure_policy)
+        if verdict.action == failure_policy.FAIL_JOB:
+            return _fail(world, Failure(failure.reason, f"{failure.message} ({verdict.rule})", failure.cause))
+        if verdict.action == failure_policy.IGNORE:
+            return _restart(world, failure, ignored_by=verdict.rule)
         limit = job.spec.run_policy.backoff_limit
         if world.restarts < limit:
             return _restart(world, failure)
@@ -74,10 +80,11 @@ def _run(world: World) -> Plan:
     return plan
 
 
-def _restart(world: World, failure: Failure) -> Plan:
-    """Tear the whole attempt down; the next syncs bring up attempt+1 (resuming from the latest checkpoint)."""
+def _restart(world: World, failure: Failure, ignored_by: str | None = None) -> Plan:
+    """Tear the whole attempt down; the next syncs bring up attempt+1 (resuming from the latest checkpoint).
+    `ignored_by`: the podFailurePolicy rule under which this restart does not count toward backoffLimit."""
     plan = Plan(actions=desired.delete_attempt(world.job, world.children), requeue_after=WAIT_REQUEUE_SECONDS)
-    phase.restarting(world, failure, plan)
+    phase.restarting(world, failure, plan, ignored_by)
     return plan
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from kubetrain import reasons as r
 from kubetrain.contract import ROLE_LAUNCHER, ROLE_WORKER, launcher_name, worker_name
+from kubetrain.failure_policy import Cause
 from kubetrain.plan.desired import drifted
 from kubetrain.plan.model import Create, CreateSshSecret, Event, Plan
 from kubetrain.plan.world import World
@@ -42,12 +43,13 @@ def current_failure(world: World) -> Failure | None:
         if failure is not None:
             return failure
     if job_finished(world.launcher) == "Failed":
-        return Failure(r.LAUNCHER_FAILED, f"launcher Job {launcher_name(job.name)} failed")
+        return Failure(r.LAUNCHER_FAILED, f"launcher Job {launcher_name(job.name)} failed", Cause("Launcher"))
     if world.launcher is not None:
         for index in range(job.spec.workers):
             pod = world.workers.get(index)
             if pod is None or is_terminating(pod):
-                return Failure(r.WORKER_LOST, f"worker pod {worker_name(job.name, index)} disappeared during training")
+                return Failure(r.WORKER_LOST, f"worker pod {worker_name(job.name, index)} disappeared during training",
+                               Cause("Worker"))
     return None
 
 
@@ -66,7 +68,7 @@ def running(world: World, plan: Plan) -> None:
     unschedulable = next((m for m in map(unschedulable_message, workers.values()) if m), None)
     if launcher_running:
         phase, reason, message = r.RUNNING, r.LAUNCHER_RUNNING, "the launcher is running mpirun on every worker"
-    elif world.restarts and status.get("phase") == r.RESTARTING:
+    elif world.attempt and status.get("phase") == r.RESTARTING:
         phase = r.RESTARTING
         reason = str(status.get("reason", r.WORKER_FAILED))
         message = str(status.get("message", "restarting every worker and the launcher"))
@@ -107,9 +109,14 @@ def running(world: World, plan: Plan) -> None:
         plan.events.append(Event("Warning", r.UNSCHEDULABLE, unschedulable))
 
 
-def restarting(world: World, failure: Failure, plan: Plan) -> None:
-    restarts = world.restarts + 1
-    message = f"restart {restarts}/{world.job.spec.run_policy.backoff_limit}: {failure.message}"
+def restarting(world: World, failure: Failure, plan: Plan, ignored_by: str | None = None) -> None:
+    """Restarting after `failure`, counted toward backoffLimit unless a podFailurePolicy rule (`ignored_by`) says
+    Ignore; ignored restarts are counted apart, in status.ignoredFailures."""
+    restarts = world.restarts + (0 if ignored_by else 1)
+    if ignored_by:
+        message = f"restart, not counted toward backoffLimit ({ignored_by}): {failure.message}"
+    else:
+        message = f"restart {restarts}/{world.job.spec.run_policy.backoff_limit}: {failure.message}"
     conditions = {
         r.COND_RESTARTING: ("True", failure.reason, message),
         r.COND_RUNNING: ("False", failure.reason, message),
@@ -117,6 +124,8 @@ def restarting(world: World, failure: Failure, plan: Plan) -> None:
     }
     plan.status = status_of(world, r.RESTARTING, failure.reason, message, conditions, 0, world.attempt + 1)
     plan.status["restarts"] = restarts
+    if ignored_by:
+        plan.status["ignoredFailures"] = int(world.status.get("ignoredFailures", 0)) + 1
     plan.events.append(Event("Warning", failure.reason, message))
 
 

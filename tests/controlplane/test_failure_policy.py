@@ -1,0 +1,117 @@
+"""spec.runPolicy.podFailurePolicy against a real API server: an eviction and a lost node restart the job without
+counting toward backoffLimit (and say so), the launcher's bad-configuration exit fails the job at once, and a user's
+rule on an exit code is obeyed."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from cluster import ControlPlane, wait_until
+from operator_harness import (
+    OperatorProcess,
+    create,
+    events,
+    install_crd,
+    live_pods,
+    operator_log_dir,
+    training,
+    wait_for_pods,
+    wait_for_status,
+)
+
+pytestmark = pytest.mark.controlplane
+
+
+@pytest.fixture(scope="module")
+def crd(control_plane: ControlPlane) -> ControlPlane:
+    install_crd(control_plane)
+    return control_plane
+
+
+@pytest.fixture
+def operator(crd: ControlPlane, namespace: str) -> Iterator[OperatorProcess]:
+    log = operator_log_dir() / f"{namespace}.log"
+    process = OperatorProcess(crd, namespace, log).start()
+    yield process
+    process.stop()
+    print(f"operator log ({log}):\n{process.log_tail(200)}")
+
+
+def restart_event(plane: ControlPlane, namespace: str, name: str, reason: str) -> dict:
+    """The Warning event that reported a restart for `reason` (status moves on to Running at once)."""
+    def found() -> dict | None:
+        return next((e for e in events(plane, namespace, name) if e["type"] == "Warning" and e["reason"] == reason),
+                    None)
+
+    return wait_until(found, 120, message=f"a {reason} event for {name}")
+
+
+def running_job(plane: ControlPlane, namespace: str, operator: OperatorProcess, name: str, **spec: object) -> None:
+    create(plane, namespace, training(name, resources={"gpusPerWorker": 0}, **spec))
+    wait_for_status(plane, namespace, name, operator, phase="Running", timeout=180)
+
+
+def test_an_evicted_worker_restarts_the_job_without_counting(crd: ControlPlane, namespace: str,
+                                                               operator: OperatorProcess) -> None:
+    name = "evicted"
+    running_job(crd, namespace, operator, name, runPolicy={"backoffLimit": 0})
+    pod = f"{name}-worker-1"
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": namespace}}
+    crd.kubectl("create", "--raw", f"/api/v1/namespaces/{namespace}/pods/{pod}/eviction", "--filename=-",
+                input=json.dumps(eviction))  # what `kubectl drain` does to every pod of a node
+    event = restart_event(crd, namespace, name, "Evicted")
+    assert event["message"].startswith("restart, not counted toward backoffLimit (podFailurePolicy rule 0 "), event
+    assert pod in event["message"] and "EvictionByEvictionAPI" in event["message"], event
+    after = wait_for_status(crd, namespace, name, operator, phase="Running", attempt=1, timeout=180)
+    assert after["restarts"] == 0 and after["ignoredFailures"] == 1, after  # backoffLimit 0, yet it runs again
+
+
+def test_a_lost_node_is_reported_naming_it_and_does_not_count(crd: ControlPlane, namespace: str,
+                                                              operator: OperatorProcess) -> None:
+    name = "node-lost"
+    node = f"kwok-lost-{namespace[-6:]}"[:63]
+    crd.add_node(node, gpus=0)
+    try:
+        crd.kubectl("label", "node", node, f"kubetrain.dev/test-node={node}", "--overwrite")
+        running_job(crd, namespace, operator, name, runPolicy={"backoffLimit": 0},
+                    scheduling={"nodeSelector": {"kubetrain.dev/test-node": node}})
+        # the node stops answering: its NoExecute taint makes the taint manager take every pod away
+        crd.kubectl("taint", "node", node, "kubetrain.dev/unreachable=true:NoExecute")
+        event = restart_event(crd, namespace, name, "NodeLost")
+        assert f"node {node} lost (DeletionByTaintManager" in event["message"], event
+        assert "not counted toward backoffLimit" in event["message"], event
+        after = wait_for_status(crd, namespace, name, operator, attempt=1, timeout=120)
+        assert after["restarts"] == 0 and after["ignoredFailures"] >= 1 and after["phase"] != "Failed", after
+    finally:
+        crd.delete_node(node)
+
+
+def test_the_launchers_bad_configuration_exit_fails_the_job_at_once(crd: ControlPlane, namespace: str,
+                                                                    operator: OperatorProcess) -> None:
+    name = "bad-config"
+    running_job(crd, namespace, operator, name, runPolicy={"backoffLimit": 3})
+    launcher = wait_for_pods(crd, namespace, name, 1, role="launcher", timeout=180)[0]
+    crd.set_pod_outcome(namespace, launcher["metadata"]["name"], "Failed", exit_code=2)
+    failed = wait_for_status(crd, namespace, name, operator, phase="Failed", timeout=120)
+    assert failed["reason"] == "LauncherFailed" and failed["restarts"] == 0, failed
+    assert "exit code 2" in failed["message"] and "FailJob on launcher exit code In [2]" in failed["message"], failed
+
+
+def test_a_users_rule_on_an_exit_code_is_obeyed(crd: ControlPlane, namespace: str,
+                                                operator: OperatorProcess) -> None:
+    name = "user-rule"
+    policy = {"rules": [{"action": "Ignore", "onExitCodes": {"role": "Launcher", "operator": "In", "values": [42]}},
+                        {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [17]}}]}
+    running_job(crd, namespace, operator, name, runPolicy={"backoffLimit": 1, "podFailurePolicy": policy})
+    launcher = wait_for_pods(crd, namespace, name, 1, role="launcher", timeout=180)[0]
+    crd.set_pod_outcome(namespace, launcher["metadata"]["name"], "Failed", exit_code=42)
+    again = wait_for_status(crd, namespace, name, operator, phase="Running", attempt=1, timeout=180)
+    assert again["restarts"] == 0 and again["ignoredFailures"] == 1, again
+    launcher = next(p for p in live_pods(crd, namespace, name, role="launcher")
+                    if p["metadata"]["labels"]["kubetrain.dev/attempt"] == "1")
+    crd.set_pod_outcome(namespace, launcher["metadata"]["name"], "Failed", exit_code=17)
+    failed = wait_for_status(crd, namespace, name, operator, phase="Failed", timeout=120)
+    assert "podFailurePolicy rule 1 (FailJob on exit code In [17])" in failed["message"], failed
