@@ -31,6 +31,10 @@ MAX_NAME_LENGTH = 63 - len("-worker-") - len(str(MAX_WORKERS - 1))
 MAX_COMMAND_ITEMS, MAX_COMMAND_ITEM_LENGTH = 256, 4096
 MAX_ENV_ENTRIES, MAX_ENV_NAME_LENGTH, MAX_ENV_VALUE_LENGTH = 128, 256, 65536
 MAX_FAILURE_RULES, MAX_EXIT_CODES, MAX_POD_CONDITIONS = 20, 255, 20
+# Gang schedulers and the schedulerName each one answers to by default (scheduler-plugins' second-scheduler profile).
+GANG_SCHEDULERS = {"Coscheduling": "scheduler-plugins-scheduler", "Volcano": "volcano"}
+GANG_TIMEOUT_ACTIONS = ("Wait", "Fail")
+DEFAULT_GANG_TIMEOUT_SECONDS = 600
 CONDITION_STATUSES = ("True", "False", "Unknown")
 
 # A Docker image reference: [registry[:port]/]path[:tag][@digest] (the CRD's spec.image pattern).
@@ -81,10 +85,23 @@ class RunPolicy:
 
 
 @dataclass(frozen=True)
+class Gang:
+    """`spec.scheduling.gang`: the workers are placed all together or not at all, by a gang scheduler."""
+
+    scheduler: str  # one of GANG_SCHEDULERS
+    scheduler_name: str  # the pods' spec.schedulerName
+    min_available: int
+    schedule_timeout_seconds: int
+    on_timeout: str  # "Wait" or "Fail"
+    queue: str | None = None  # Volcano's queue
+
+
+@dataclass(frozen=True)
 class Scheduling:
     node_selector: Mapping[str, str]
     tolerations: tuple[Mapping[str, Any], ...]
     priority_class_name: str | None
+    gang: Gang | None = None
 
 
 @dataclass(frozen=True)
@@ -189,7 +206,7 @@ def parse_spec(spec: Any) -> JobSpec:
         checkpoint=checkpoint,
         wait_for_workers_seconds=wait,
         run_policy=_parse_run_policy(_mapping(spec.get("runPolicy"), "spec.runPolicy")),
-        scheduling=_parse_scheduling(_mapping(spec.get("scheduling"), "spec.scheduling")),
+        scheduling=_parse_scheduling(_mapping(spec.get("scheduling"), "spec.scheduling"), workers),
         pod_template=_parse_pod_template(spec.get("podTemplate")),
         image_pull_policy=pull_policy,
     )
@@ -333,7 +350,7 @@ def _parse_failure_rule(raw: Mapping[str, Any], path: str) -> Rule:
     return Rule(action, on_pod_conditions=tuple(pairs))
 
 
-def _parse_scheduling(raw: Mapping[str, Any]) -> Scheduling:
+def _parse_scheduling(raw: Mapping[str, Any], workers: int) -> Scheduling:
     selector = _labels(raw.get("nodeSelector"), "spec.scheduling.nodeSelector")
     tolerations = raw.get("tolerations") or []
     if not isinstance(tolerations, list) or not all(isinstance(t, Mapping) for t in tolerations):
@@ -344,7 +361,32 @@ def _parse_scheduling(raw: Mapping[str, Any]) -> Scheduling:
     if priority is not None and (not isinstance(priority, str) or len(priority) > 253
                                  or not _DNS_SUBDOMAIN.fullmatch(priority)):  # fmt: skip
         raise SpecError("spec.scheduling.priorityClassName", "must be the name of a PriorityClass, e.g. high-priority")
-    return Scheduling(dict(selector), tuple(dict(t) for t in tolerations), priority)
+    gang = None if raw.get("gang") is None else _parse_gang(_mapping(raw["gang"], "spec.scheduling.gang"), workers)
+    return Scheduling(dict(selector), tuple(dict(t) for t in tolerations), priority, gang)
+
+
+def _parse_gang(raw: Mapping[str, Any], workers: int) -> Gang:
+    path = "spec.scheduling.gang"
+    scheduler = raw.get("scheduler")
+    if scheduler not in GANG_SCHEDULERS:
+        raise SpecError(f"{path}.scheduler", f"must be one of {', '.join(GANG_SCHEDULERS)}, got {scheduler!r}")
+    name = raw.get("schedulerName", GANG_SCHEDULERS[scheduler])
+    if not isinstance(name, str) or len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name):
+        raise SpecError(f"{path}.schedulerName", "must be the name of a scheduler profile, e.g. volcano")
+    minimum = _integer(raw.get("minAvailable", workers), f"{path}.minAvailable", 1, None)
+    if minimum > workers:
+        raise SpecError(f"{path}.minAvailable", f"is {minimum} but the job has {workers} workers; lower it or leave "
+                                                "it out (default: every worker)")
+    timeout = _integer(raw.get("scheduleTimeoutSeconds", DEFAULT_GANG_TIMEOUT_SECONDS),
+                       f"{path}.scheduleTimeoutSeconds", 1, 86400 * 7)
+    on_timeout = raw.get("onTimeout", "Wait")
+    if on_timeout not in GANG_TIMEOUT_ACTIONS:
+        raise SpecError(f"{path}.onTimeout", f"must be Wait or Fail, got {on_timeout!r}")
+    queue = raw.get("queue")
+    if queue is not None and (scheduler != "Volcano" or not isinstance(queue, str)
+                              or not _DNS_SUBDOMAIN.fullmatch(queue)):  # fmt: skip
+        raise SpecError(f"{path}.queue", "is a Volcano queue's name, and only for scheduler Volcano")
+    return Gang(scheduler, name, minimum, timeout, on_timeout, queue)
 
 
 # env valueFrom sources and the keys each one needs (Kubernetes' EnvVarSource)

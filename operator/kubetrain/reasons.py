@@ -26,6 +26,7 @@ COND_SCHEDULED = "WorkersScheduled"
 CHILDREN_CREATED = "ChildrenCreated"
 WAITING_FOR_WORKERS = "WaitingForWorkers"
 UNSCHEDULABLE = "Unschedulable"
+GANG_UNSCHEDULABLE = "GangUnschedulable"  # spec.scheduling.gang: the workers cannot all be placed together (yet)
 WORKERS_READY = "WorkersReady"
 LAUNCHER_CREATED = "LauncherCreated"
 LAUNCHER_RUNNING = "LauncherRunning"

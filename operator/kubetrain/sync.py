@@ -98,7 +98,9 @@ class Writer:
 
     def create(self, obj: dict[str, Any], owner_uid: str) -> None:
         created = self.kube.create(obj, owner_uid)
-        self.written.remember(BY_KIND[(obj["apiVersion"], obj["kind"])].field, created)
+        kind = BY_KIND.get((obj["apiVersion"], obj["kind"]))
+        if kind is not None:  # a gang's PodGroup is not watched: it is created with each attempt's workers
+            self.written.remember(kind.field, created)
 
     def status(self, old: dict[str, Any], new: dict[str, Any]) -> None:
         if new and status_changed(old, new):

@@ -99,6 +99,11 @@ app.kubernetes.io/part-of: kubetrain
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [roles, rolebindings]
   verbs: [get, list, watch, create, patch]
+# spec.scheduling.gang: the job's PodGroup (scheduler-plugins' or Volcano's), created with each attempt's workers;
+# get reads it back when it already exists. Removed with the job by garbage collection.
+- apiGroups: [scheduling.x-k8s.io, scheduling.volcano.sh]
+  resources: [podgroups]
+  verbs: [get, create]
 # Events on DistributedTrainings (the operator's and kopf's).
 - apiGroups: [""]
   resources: [events]

@@ -21,6 +21,7 @@ from kubetrain.contract import (
     worker_name,
 )
 from kubetrain.manifests.env import container_env
+from kubetrain.manifests.gang import join_gang
 from kubetrain.manifests.names import labels, metadata
 from kubetrain.manifests.template import merge_pod_template
 
@@ -66,7 +67,10 @@ def build_worker_pod(job: Job, index: int, attempt: int = 0) -> dict[str, Any]:
         "metadata": metadata(job, name, ROLE_WORKER, **extra),
         "spec": pod_spec,
     }
-    return merge_pod_template(pod, job.spec.pod_template)
+    pod = merge_pod_template(pod, job.spec.pod_template)
+    if spec.scheduling.gang is not None:
+        join_gang(pod, job, spec.scheduling.gang)
+    return pod
 
 
 def worker_resources(job: Job) -> dict[str, Any]:

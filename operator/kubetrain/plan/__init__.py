@@ -29,6 +29,7 @@ from kubetrain.plan.model import (
     Event,
     Patch,
     Plan,
+    parse_time,
 )
 from kubetrain.plan.phase import status_changed
 from kubetrain.plan.world import World, observe
@@ -62,7 +63,33 @@ def decide(job: Job, status: Mapping[str, Any], children: Children, now: datetim
         return _fail(world, Failure(failure.reason, reached))
     if job_finished(world.launcher) == "Complete":
         return _succeed(world)
+    overdue = _gang_overdue(world)
+    if overdue is not None:
+        return _fail(world, overdue)
     return _run(world)
+
+
+def _gang_wait(world: World) -> float | None:
+    """Seconds left before a gang whose workers are not all placed reaches its scheduleTimeoutSeconds (onTimeout
+    Fail only); None when nothing waits on that."""
+    gang = world.job.spec.scheduling.gang
+    unplaced = phase.unplaced_workers(world)
+    if gang is None or gang.on_timeout != "Fail" or not unplaced:
+        return None
+    created = [parse_time(pod["metadata"].get("creationTimestamp")) for pod in world.live_workers.values()]
+    first = min((moment for moment in created if moment is not None), default=world.now)
+    return (first + timedelta(seconds=gang.schedule_timeout_seconds) - world.now).total_seconds()
+
+
+def _gang_overdue(world: World) -> Failure | None:
+    left = _gang_wait(world)
+    if left is None or left > 0:
+        return None
+    gang = world.job.spec.scheduling.gang
+    assert gang is not None
+    return Failure(r.GANG_UNSCHEDULABLE, f"{len(phase.unplaced_workers(world))}/{world.job.spec.workers} workers were "
+                   f"still unplaced after scheduleTimeoutSeconds={gang.schedule_timeout_seconds} (onTimeout: Fail); "
+                   f"{gang.scheduler} could not place {gang.min_available} together")
 
 
 def _run(world: World) -> Plan:
@@ -76,6 +103,9 @@ def _run(world: World) -> Plan:
         plan.requeue_after = max(remaining, 0.5)
     if waiting:
         plan.requeue_after = min(plan.requeue_after or WAIT_REQUEUE_SECONDS, WAIT_REQUEUE_SECONDS)
+    gang_left = _gang_wait(world)
+    if gang_left is not None:  # look again when the gang's time is up
+        plan.requeue_after = min(plan.requeue_after or gang_left, max(gang_left, 0.5))
     plan.requeue_after = min(plan.requeue_after or SAFETY_REQUEUE_SECONDS, SAFETY_REQUEUE_SECONDS)
     return plan
 

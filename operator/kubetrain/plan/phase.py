@@ -13,7 +13,7 @@ from kubetrain import reasons as r
 from kubetrain.contract import ROLE_LAUNCHER, ROLE_WORKER, launcher_name, worker_name
 from kubetrain.failure_policy import Cause
 from kubetrain.plan.desired import drifted
-from kubetrain.plan.model import Create, CreateSshSecret, Event, Plan
+from kubetrain.plan.model import Create, CreateSshSecret, Event, Obj, Plan
 from kubetrain.plan.world import World
 from kubetrain.pod_state import (
     Failure,
@@ -77,8 +77,11 @@ def running(world: World, plan: Plan) -> None:
     else:
         phase, reason = r.PENDING, r.WAITING_FOR_WORKERS
         message = f"{ready}/{job.spec.workers} workers ready"
+    gang = job.spec.scheduling.gang
     if unschedulable and not launcher_running:
         reason, message = r.UNSCHEDULABLE, f"worker pods cannot be scheduled: {unschedulable}"
+        if gang is not None:
+            reason, message = r.GANG_UNSCHEDULABLE, gang_message(world, unschedulable)
     # Until the children the API server refused exist, the job keeps saying why it waits (see `waiting`).
     creating = any(isinstance(action, (Create, CreateSshSecret)) for action in plan.actions)
     refused = creating and status.get("reason") in r.WAITING_REFUSALS
@@ -93,7 +96,7 @@ def running(world: World, plan: Plan) -> None:
             r.WORKERS_READY if all_ready else r.WAITING_FOR_WORKERS,
             f"{ready}/{job.spec.workers} workers ready",
         ),
-        r.COND_SCHEDULED: ("False", r.UNSCHEDULABLE, unschedulable)
+        r.COND_SCHEDULED: ("False", r.GANG_UNSCHEDULABLE if gang else r.UNSCHEDULABLE, unschedulable)
         if unschedulable
         else ("True", "Scheduled", "every worker pod is placed on a node"),
         r.COND_RUNNING: ("True", r.LAUNCHER_RUNNING, message) if launcher_running else ("False", reason, message),
@@ -105,8 +108,24 @@ def running(world: World, plan: Plan) -> None:
     plan.status["startTime"] = iso(world.started)
     if status.get("phase") != phase:
         plan.events.append(Event("Normal", reason if phase != r.RESTARTING else r.RESTARTING, f"{phase}: {message}"))
-    if unschedulable and status.get("reason") != r.UNSCHEDULABLE:
-        plan.events.append(Event("Warning", r.UNSCHEDULABLE, unschedulable))
+    if unschedulable and status.get("reason") not in (r.UNSCHEDULABLE, r.GANG_UNSCHEDULABLE):
+        plan.events.append(Event("Warning", reason if gang else r.UNSCHEDULABLE, message if gang else unschedulable))
+
+
+def unplaced_workers(world: World) -> list[Obj]:
+    """The current attempt's live worker pods no node has been chosen for yet."""
+    return [pod for pod in world.live_workers.values() if not (pod.get("spec") or {}).get("nodeName")]
+
+
+def gang_message(world: World, scheduler_says: str) -> str:
+    """Why a gang waits: how many workers are unplaced, what they need together, and the scheduler's words."""
+    job = world.job
+    gang = job.spec.scheduling.gang
+    assert gang is not None
+    gpus = job.spec.resources.gpus_per_worker * gang.min_available
+    need = f" ({gpus} GPUs together)" if gpus else ""
+    return (f"{len(unplaced_workers(world))}/{job.spec.workers} workers unplaced; {gang.scheduler} places at least "
+            f"{gang.min_available}{need} at once or none: {scheduler_says}")
 
 
 def restarting(world: World, failure: Failure, plan: Plan, ignored_by: str | None = None) -> None:

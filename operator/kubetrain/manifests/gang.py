@@ -1,0 +1,57 @@
+"""Gang scheduling (spec.scheduling.gang): the PodGroup of the chosen scheduler and how a worker pod joins it.
+
+- Coscheduling (scheduler-plugins): a `scheduling.x-k8s.io/v1alpha1` PodGroup; pods carry the label
+  `scheduling.x-k8s.io/pod-group`.
+- Volcano: a `scheduling.volcano.sh/v1beta1` PodGroup; pods carry the annotation `scheduling.k8s.io/group-name`.
+Both hold every worker back until `minAvailable` of them fit at once, with the resources they ask for in
+`minResources`. The launcher is not a member: it starts once the workers are up.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes.utils.quantity import parse_quantity
+
+from kubetrain.api import Gang, Job
+from kubetrain.contract import ROLE_WORKER, pod_group_name
+from kubetrain.manifests.names import metadata
+
+COSCHEDULING_API = "scheduling.x-k8s.io/v1alpha1"
+COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
+VOLCANO_API = "scheduling.volcano.sh/v1beta1"
+VOLCANO_ANNOTATION = "scheduling.k8s.io/group-name"
+
+
+def build_pod_group(job: Job, gang: Gang, worker_requests: dict[str, Any]) -> dict[str, Any]:
+    """The job's PodGroup for `gang`'s scheduler; `worker_requests` is what one worker asks for (GPUs included)."""
+    min_resources = {name: _times(value, gang.min_available) for name, value in worker_requests.items()}
+    spec: dict[str, Any] = {"minMember": gang.min_available}
+    if min_resources:
+        spec["minResources"] = min_resources
+    if gang.scheduler == "Coscheduling":
+        spec["scheduleTimeoutSeconds"] = gang.schedule_timeout_seconds
+        api_version = COSCHEDULING_API
+    else:
+        api_version = VOLCANO_API
+        if gang.queue:
+            spec["queue"] = gang.queue
+    return {"apiVersion": api_version, "kind": "PodGroup",
+            "metadata": metadata(job, pod_group_name(job.name), ROLE_WORKER), "spec": spec}
+
+
+def join_gang(pod: dict[str, Any], job: Job, gang: Gang) -> None:
+    """Make a worker pod a member of the job's gang (in place)."""
+    pod["spec"]["schedulerName"] = gang.scheduler_name
+    group = pod_group_name(job.name)
+    if gang.scheduler == "Coscheduling":
+        pod["metadata"].setdefault("labels", {})[COSCHEDULING_LABEL] = group
+    else:
+        pod["metadata"].setdefault("annotations", {})[VOLCANO_ANNOTATION] = group
+
+
+
+def _times(quantity: Any, count: int) -> str:
+    """`count` x a Kubernetes quantity, as a plain-number quantity ("16Gi" x 2 -> "34359738368")."""
+    text = format(parse_quantity(quantity) * count, "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text

@@ -1,0 +1,98 @@
+"""spec.scheduling.gang: the PodGroup of each scheduler, worker pods as its members (not the launcher), the status of
+a gang that waits, and onTimeout."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from dtr_bodies import training
+from test_plan import NOW, config_children, job_of, worker
+
+from kubetrain import reasons as r
+from kubetrain.api import SpecError, parse_job
+from kubetrain.manifests.launcher import build_launcher_job
+from kubetrain.manifests.pods import build_worker_pod
+from kubetrain.plan import Children, Create, decide
+from kubetrain.sync import waves
+
+GANG_SPEC = {"workers": 3, "resources": {"gpusPerWorker": 2, "cpu": "500m", "memory": "16Gi"}}
+
+
+def gang_job(**gang):
+    return job_of(**GANG_SPEC, scheduling={"gang": gang})
+
+
+def test_defaults_and_the_fields_a_user_gets_wrong():
+    gang = gang_job(scheduler="Coscheduling").spec.scheduling.gang
+    assert (gang.scheduler_name, gang.min_available, gang.schedule_timeout_seconds, gang.on_timeout) == (
+        "scheduler-plugins-scheduler", 3, 600, "Wait")
+    assert gang_job(scheduler="Volcano", queue="research").spec.scheduling.gang.scheduler_name == "volcano"
+    for bad, field in (({"scheduler": "Kueue"}, "scheduler"), ({"scheduler": "Volcano", "minAvailable": 4},
+                                                                 "minAvailable"),
+                       ({"scheduler": "Coscheduling", "queue": "research"}, "queue"),
+                       ({"scheduler": "Volcano", "onTimeout": "Retry"}, "onTimeout")):
+        with pytest.raises(SpecError) as raised:
+            parse_job(training(**GANG_SPEC, scheduling={"gang": bad}))
+        assert raised.value.field == f"spec.scheduling.gang.{field}"
+
+
+@pytest.mark.parametrize(("scheduler", "api_version"), [("Coscheduling", "scheduling.x-k8s.io/v1alpha1"),
+                                                        ("Volcano", "scheduling.volcano.sh/v1beta1")])
+def test_a_new_gang_job_creates_its_pod_group_before_its_workers(scheduler, api_version):
+    job = gang_job(scheduler=scheduler, minAvailable=2)
+    plan = decide(job, {}, Children(**config_children(job)), NOW)
+    creates = [a.obj for wave in waves(plan.actions) for a in wave if isinstance(a, Create)]
+    kinds = [obj["kind"] for obj in creates]
+    assert kinds.index("PodGroup") < kinds.index("Pod") and kinds.count("Pod") == 3
+    group = creates[kinds.index("PodGroup")]
+    assert group["apiVersion"] == api_version and group["metadata"]["name"] == "cifar-workers"
+    assert group["spec"]["minMember"] == 2
+    assert group["spec"]["minResources"] == {"nvidia.com/gpu": "4", "cpu": "1", "memory": "34359738368"}
+    assert group["metadata"]["ownerReferences"][0]["kind"] == "DistributedTraining"
+    assert ("scheduleTimeoutSeconds" in group["spec"]) == (scheduler == "Coscheduling")
+
+
+def test_workers_join_the_gang_and_the_launcher_does_not():
+    for scheduler, where, key in (("Coscheduling", "labels", "scheduling.x-k8s.io/pod-group"),
+                                  ("Volcano", "annotations", "scheduling.k8s.io/group-name")):
+        job = gang_job(scheduler=scheduler)
+        pod = build_worker_pod(job, 1)
+        assert pod["metadata"][where][key] == "cifar-workers"
+        assert pod["spec"]["schedulerName"] == job.spec.scheduling.gang.scheduler_name
+        launcher = build_launcher_job(job, 0)["spec"]["template"]
+        assert "schedulerName" not in launcher["spec"] and key not in launcher["metadata"].get(where, {})
+
+
+def unplaced(job, index, created: timedelta, message="pod group is not ready, 3 Pending, 3 minAvailable"):
+    pod = worker(job, index, phase="Pending", ready=False)
+    pod["spec"].pop("nodeName", None)
+    pod["metadata"]["creationTimestamp"] = (NOW - created).strftime("%Y-%m-%dT%H:%M:%SZ")
+    pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                    "message": message}]
+    return pod
+
+
+def test_a_waiting_gang_says_how_many_workers_wait_and_what_they_need_together():
+    job = gang_job(scheduler="Coscheduling")
+    children = Children(pods=[unplaced(job, i, timedelta(seconds=30)) for i in range(3)], **config_children(job))
+    plan = decide(job, {}, children, NOW)
+    assert plan.status["phase"] == r.PENDING and plan.status["reason"] == r.GANG_UNSCHEDULABLE
+    assert plan.status["message"].startswith("3/3 workers unplaced; Coscheduling places at least 3 (6 GPUs "
+                                             "together) at once or none: pod group is not ready"), plan.status
+    assert any(e.reason == r.GANG_UNSCHEDULABLE for e in plan.events)
+
+
+def test_on_timeout_fail_fails_after_schedule_timeout_and_wait_keeps_waiting():
+    failing = gang_job(scheduler="Volcano", scheduleTimeoutSeconds=60, onTimeout="Fail")
+    early = decide(failing, {}, Children(pods=[unplaced(failing, i, timedelta(seconds=50)) for i in range(3)],
+                                         **config_children(failing)), NOW)
+    assert early.status["phase"] == r.PENDING and early.requeue_after is not None and early.requeue_after <= 10.5
+    late = decide(failing, {}, Children(pods=[unplaced(failing, i, timedelta(seconds=61)) for i in range(3)],
+                                        **config_children(failing)), NOW)
+    assert late.status["phase"] == r.FAILED and late.status["reason"] == r.GANG_UNSCHEDULABLE
+    assert "after scheduleTimeoutSeconds=60 (onTimeout: Fail)" in late.status["message"]
+    waiting = gang_job(scheduler="Volcano", scheduleTimeoutSeconds=60)
+    still = decide(waiting, {}, Children(pods=[unplaced(waiting, i, timedelta(hours=2)) for i in range(3)],
+                                         **config_children(waiting)), NOW)
+    assert still.status["phase"] == r.PENDING and still.status["reason"] == r.GANG_UNSCHEDULABLE
