@@ -25,13 +25,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import horovod_overhead, input_pipeline, memory_growth, peak_fraction
+from . import callbacks, horovod_overhead, input_pipeline, memory_growth, peak_fraction
 from .cpu_peak import parse_cpuinfo
 from .horovod_overhead import FusionSetting, Throughput
 from .report import Row, format_text, write_results
 
 RESULTS = Path(__file__).resolve().parent / "results"
-BENCHMARKS = ("horovod", "peak", "input", "memory", "operator")
+BENCHMARKS = ("horovod", "peak", "input", "callbacks", "memory", "operator")
 MIB = 2**20
 
 
@@ -53,6 +53,12 @@ class Sizes:
     read_rows: int
     read_repeats: int
     memory_rows: int
+    alone_rows: int
+    alone_batches: int
+    alone_repeats: int
+    callback_steps_per_epoch: int
+    callback_epochs: int
+    callback_repeats: int
     gpus_per_node: int = 64
 
 
@@ -61,13 +67,15 @@ SIZES = {
                    horovod_rounds=1, horovod_steps=24, horovod_windows=3, horovod_warmup=5,
                    fusion_settings=(FusionSetting(64 * MIB, 1.0),),
                    feed_rows=4096, feed_steps=20, feed_repeats=2, read_rows=12_000, read_repeats=2,
-                   memory_rows=8192),
+                   memory_rows=8192, alone_rows=4096, alone_batches=40, alone_repeats=2,
+                   callback_steps_per_epoch=5, callback_epochs=2, callback_repeats=1),
     "full": Sizes(operator_jobs=(1, 10, 50, 500), operator_single_repeats=5, operator_nodes=16,
                   horovod_rounds=3, horovod_steps=60, horovod_windows=6, horovod_warmup=10,
                   fusion_settings=(FusionSetting(64 * MIB, 1.0), FusionSetting(64 * MIB, 5.0),
                                    FusionSetting(1 * MIB, 1.0)),
                   feed_rows=16_384, feed_steps=50, feed_repeats=3, read_rows=100_000, read_repeats=3,
-                  memory_rows=20_000),
+                  memory_rows=20_000, alone_rows=50_000, alone_batches=1563, alone_repeats=5,
+                  callback_steps_per_epoch=45, callback_epochs=6, callback_repeats=3),
 }
 
 
@@ -132,7 +140,8 @@ def run_benchmarks(selected: Sequence[str], sizes: Sizes, workdir: Path,
         return peak_fraction.rows(throughput)
 
     def input_rows() -> list[Row]:
-        return (input_pipeline.feed_rows(workdir, sizes.feed_rows, sizes.feed_steps, sizes.feed_repeats,
+        return (input_pipeline.alone_rows(workdir, sizes.alone_rows, sizes.alone_batches, sizes.alone_repeats)
+                + input_pipeline.feed_rows(workdir, sizes.feed_rows, sizes.feed_steps, sizes.feed_repeats,
                                          warmup=5)
                 + input_pipeline.read_rows(workdir, sizes.read_rows, sizes.read_repeats))
 
@@ -144,6 +153,8 @@ def run_benchmarks(selected: Sequence[str], sizes: Sizes, workdir: Path,
 
     steps: dict[str, Callable[[], list[Row]]] = {
         "horovod": horovod, "peak": peak, "input": input_rows,
+        "callbacks": lambda: callbacks.measure(workdir, sizes.callback_steps_per_epoch, sizes.callback_epochs,
+                                               sizes.callback_repeats),
         "memory": lambda: memory_growth.measure(workdir, sizes.memory_rows), "operator": operator,
     }
     for name in BENCHMARKS:

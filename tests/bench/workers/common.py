@@ -91,14 +91,3 @@ def write_result(path: str, result: dict[str, Any]) -> None:
         json.dump(result, handle)
     os.replace(temporary, path)
 
-
-def cifar_preprocess(num_classes: int) -> Any:
-    """cifar_mixup's per-row preprocessing (`make_preprocess`), from whichever module holds it while the program's
-    modules are being renamed (run.py -> train.py)."""
-    import importlib
-
-    for module in ("cifar_mixup.train", "cifar_mixup.run"):
-        make_preprocess = getattr(importlib.import_module(module), "make_preprocess", None)
-        if make_preprocess is not None:
-            return make_preprocess(num_classes)
-    raise ImportError("no make_preprocess in cifar_mixup.train or cifar_mixup.run")

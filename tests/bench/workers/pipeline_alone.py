@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tests.bench.workers.common import NUM_CLASSES, cifar_preprocess, limit_threads, write_result
+from tests.bench.workers.common import NUM_CLASSES, limit_threads, write_result
 
 MIXUP_ALPHA = 0.2
 SHUFFLE_BUFFER = 4096  # make_dataset's default
@@ -118,6 +118,7 @@ def main() -> int:
     import tensorflow as tf
 
     from cifar_mixup.data import FIX, IMAGES, LABELS, SPECS, scale_images
+    from cifar_mixup.train import make_preprocess
     from trainlib.hdf5_files import validate_files
     from trainlib.hdf5_input import make_dataset
     from trainlib.mixup import apply_mixup
@@ -130,7 +131,7 @@ def main() -> int:
     builders: dict[str, Callable[[], Callable[[int], float]]] = {
         "hdf5": lambda: drain_dataset(make_dataset(
             [info], [IMAGES, LABELS], rank=0, size=1, batch_size=args.batch_size, training=True,
-            preprocess=cifar_preprocess(NUM_CLASSES), batch_transform=apply_mixup(MIXUP_ALPHA), seed=0).dataset),
+            preprocess=make_preprocess(NUM_CLASSES), batch_transform=apply_mixup(MIXUP_ALPHA), seed=0).dataset),
         "memory": lambda: drain_dataset(
             tf.data.Dataset.from_tensor_slices((images, labels)).shuffle(SHUFFLE_BUFFER, seed=0)
             .batch(args.batch_size, drop_remainder=True)
