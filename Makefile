@@ -18,6 +18,7 @@ images: setup
 
 test: lint images
 	tests/controlplane/build.sh
+	tests/controlplane/build-gang-schedulers.sh
 	tests/bench/peer/build.sh
 	tests/e2e/kind-node/build.sh
 	$(PY) -m pytest -q tests -p no:cacheprovider

@@ -43,6 +43,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+import gang_schedulers as gang
+
 HERE = Path(__file__).resolve().parent
 BUILD_SCRIPT = HERE / "build.sh"
 STAGES_FILE = HERE / "kwok-stages.yaml"
@@ -383,15 +385,18 @@ class ControlPlane:
 
     @classmethod
     def start(cls, workdir: Path | str, nodes: Iterable[tuple[str, int]] = DEFAULT_NODES,
-              bin_dir: Path | None = None) -> ControlPlane:
+              bin_dir: Path | None = None, gang_schedulers: Iterable[str] = ()) -> ControlPlane:
         """Starts every component under `workdir` and registers `nodes` as (name, gpus); returns when the API server
         is ready, the controllers and scheduler are healthy, the `default` ServiceAccount exists and every node is
-        Ready. Anything started is stopped again if this fails."""
+        Ready. Anything started is stopped again if this fails. `gang_schedulers` (gang_schedulers.COSCHEDULING,
+        .VOLCANO) also start, beside the default kube-scheduler (see `start_gang_scheduler`)."""
         workdir = Path(workdir).resolve()
         plane = cls(workdir, bin_dir or binary_dir(), kubectl_binary())
         atexit.register(plane.stop)
         try:
             plane._start()
+            for scheduler in gang_schedulers:
+                plane.start_gang_scheduler(scheduler)
             for name, gpus in nodes:
                 plane.add_node(name, gpus=gpus)
         except BaseException:
@@ -558,6 +563,86 @@ class ControlPlane:
             "--cidr=10.244.0.1/16",
             "--node-ip=10.240.0.1",
         )
+
+    # -- gang schedulers (opt-in) -------------------------------------------------------------------------------------
+
+    def start_gang_scheduler(self, scheduler: str, build_dir: Path | None = None) -> None:
+        """Starts gang scheduler `scheduler` (gang_schedulers.COSCHEDULING or .VOLCANO, built by
+        build-gang-schedulers.sh into `build_dir`) beside the default kube-scheduler: creates the CRDs it needs, then
+        runs it as the admin (their RBAC is their charts' concern, not these tests'); returns when it is healthy and,
+        for Volcano, its `default` Queue exists."""
+        gang.check_scheduler(scheduler)
+        directory = build_dir or gang.build_dir()
+        missing = gang.missing_files(directory, scheduler)
+        if missing:
+            raise ControlPlaneError(
+                f"{scheduler} scheduler files missing in {directory}: {', '.join(missing)}; build them with: "
+                f"{gang.BUILD_SCRIPT.relative_to(HERE.parents[1])}")
+        crds = [f"--filename={directory / 'crds' / crd}" for crd in gang.CRDS[scheduler]]
+        self.kubectl("apply", "--server-side", *crds)
+        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", *crds, timeout=90)
+        binaries = directory / "bin"
+        if scheduler == gang.COSCHEDULING:
+            self._start_coscheduling(binaries)
+        else:
+            self._start_volcano(binaries)
+
+    def _start_coscheduling(self, binaries: Path) -> None:
+        controller, binary = (binaries / name for name in gang.BINARIES[gang.COSCHEDULING])
+        probe = free_port()
+        process = _spawn(controller.name, [
+            str(controller),
+            f"--kubeconfig={self.kubeconfig}",
+            f"--metricsAddr=127.0.0.1:{free_port()}",  # never its default :8080
+            f"--probeAddr=127.0.0.1:{probe}",
+        ], self.logs)
+        self.processes.append(process)
+        self._wait_healthy(process, f"http://127.0.0.1:{probe}/readyz", _unverified_context())
+
+        config = _write(self.workdir / "scheduler-plugins.yaml",
+                        yaml.safe_dump(gang.coscheduling_config(self.kubeconfig)).encode(), 0o644)
+        port = free_port()
+        process = _spawn(binary.name, [
+            str(binary),
+            f"--config={config}",
+            f"--authentication-kubeconfig={self.kubeconfig}",
+            f"--authorization-kubeconfig={self.kubeconfig}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={port}",
+            "--profiling=false",
+        ], self.logs)
+        self.processes.append(process)
+        self._wait_healthy(process, f"https://127.0.0.1:{port}/healthz", _unverified_context())
+
+    def _start_volcano(self, binaries: Path) -> None:
+        [binary] = (binaries / name for name in gang.BINARIES[gang.VOLCANO])
+        config = _write(self.workdir / "volcano-scheduler.conf", gang.VOLCANO_SCHEDULER_CONF.encode(), 0o644)
+        port = free_port()
+        process = _spawn(binary.name, [
+            str(binary),
+            f"--kubeconfig={self.kubeconfig}",
+            f"--scheduler-name={gang.VOLCANO_SCHEDULER_NAME}",
+            f"--scheduler-conf={config}",
+            f"--default-queue={gang.VOLCANO_DEFAULT_QUEUE}",
+            f"--feature-gates={gang.VOLCANO_FEATURE_GATES}",
+            "--schedule-period=1s",
+            "--leader-elect=false",
+            "--enable-healthz=true",
+            f"--healthz-address=127.0.0.1:{port}",
+            f"--listen-address=127.0.0.1:{free_port()}",  # metrics (off), never its default :8080
+            "--cache-dumper=false",  # no dumps into /tmp on SIGUSR2
+        ], self.logs)
+        self.processes.append(process)
+
+        def ready() -> bool:
+            process.check_alive()
+            return self.exists("queue.scheduling.volcano.sh", gang.VOLCANO_DEFAULT_QUEUE)
+
+        self._wait_healthy(process, f"http://127.0.0.1:{port}/healthz", _unverified_context())
+        try:
+            wait_until(ready, START_TIMEOUT, interval=1.0, message="vc-scheduler to create its default Queue")
+        except TimeoutError as error:
+            raise ControlPlaneError(f"{error}; log {process.log}:\n{process.tail()}") from None
 
     # -- kubectl ------------------------------------------------------------------------------------------------------
 

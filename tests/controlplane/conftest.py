@@ -6,6 +6,14 @@
   `.apply(manifest)`, `.set_pod_outcome(...)` to finish a running pod, `.add_node(...)` / `.delete_node(...)`.
   Component logs are in `<workdir>/logs/`.
 - `namespace` (function): the name of a fresh namespace whose `default` ServiceAccount exists; deleted afterwards.
+- `gang_control_plane` (session, started only when a test asks for it): a second control plane whose fake nodes are
+  GANG_NODES (kwok-gang-0..3, 2 nvidia.com/gpu each, 8 in all) and where two real gang schedulers run beside the
+  default kube-scheduler (built by tests/controlplane/build-gang-schedulers.sh; names, labels and PodGroup builders in
+  gang_schedulers.py): scheduler-plugins' Coscheduling answers pods with `schedulerName: scheduler-plugins-scheduler`
+  (gang: a `scheduling.x-k8s.io/v1alpha1` PodGroup, label `scheduling.x-k8s.io/pod-group`), Volcano answers
+  `schedulerName: volcano` (gang: a `scheduling.volcano.sh/v1beta1` PodGroup in Queue `default`, annotation
+  `scheduling.k8s.io/group-name`). Pods without a schedulerName go to the default kube-scheduler as usual.
+- `gang_namespace` (function): like `namespace`, in `gang_control_plane`.
 
 Fails (never skips) when the binaries are missing: build them with tests/controlplane/build.sh.
 """
@@ -17,9 +25,11 @@ from pathlib import Path
 
 import pytest
 
+import gang_schedulers as gang
 from cluster import ControlPlane, ControlPlaneError, fresh_namespace
 
 HERE = Path(__file__).resolve().parent
+GANG_NODES = tuple((f"kwok-gang-{index}", 2) for index in range(4))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -45,4 +55,25 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
 def namespace(control_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh namespace (named after the test) that pods can be created in at once; deleted after the test."""
     with fresh_namespace(control_plane, request.node.name) as name:
+        yield name
+
+
+@pytest.fixture(scope="session")
+def gang_control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """A control plane with both gang schedulers beside the default one and 4 nodes x 2 GPUs; stopped at the end."""
+    try:
+        plane = ControlPlane.start(tmp_path_factory.mktemp("gang-controlplane"), nodes=GANG_NODES,
+                                   gang_schedulers=gang.GANG_SCHEDULERS)
+    except ControlPlaneError as error:
+        pytest.fail(f"could not start the gang-scheduling control plane: {error}", pytrace=False)
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture
+def gang_namespace(gang_control_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace in `gang_control_plane`, deleted after the test."""
+    with fresh_namespace(gang_control_plane, request.node.name) as name:
         yield name
