@@ -72,7 +72,7 @@ SIZES = {
     "full": Sizes(operator_jobs=(1, 10, 50, 500), operator_single_repeats=5, operator_nodes=16,
                   horovod_rounds=3, horovod_steps=60, horovod_windows=6, horovod_warmup=10,
                   fusion_settings=(FusionSetting(64 * MIB, 1.0), FusionSetting(64 * MIB, 5.0),
-                                   FusionSetting(1 * MIB, 1.0)),
+                                   FusionSetting(64 * MIB, 20.0), FusionSetting(1 * MIB, 1.0)),
                   feed_rows=16_384, feed_steps=50, feed_repeats=3, read_rows=100_000, read_repeats=3,
                   memory_rows=20_000, alone_rows=50_000, alone_batches=1563, alone_repeats=5,
                   callback_steps_per_epoch=45, callback_epochs=6, callback_repeats=3),
