@@ -6,6 +6,8 @@
   `.apply(manifest)`, `.set_pod_outcome(...)` to finish a running pod, `.add_node(...)` / `.delete_node(...)`.
   Component logs are in `<workdir>/logs/`.
 - `namespace` (function): the name of a fresh namespace whose `default` ServiceAccount exists; deleted afterwards.
+- `crd` (module): `control_plane` with the DistributedTraining CRD installed; `operator` (function): the operator
+  watching `namespace`, its log printed when the test fails.
 - `gang_control_plane` (session, started only when a test asks for it): a second control plane whose fake nodes are
   GANG_NODES (kwok-gang-0..3, 2 nvidia.com/gpu each, 8 in all) and where two real gang schedulers run beside the
   default kube-scheduler (built by tests/controlplane/build-gang-schedulers.sh; names, labels and PodGroup builders in
@@ -27,6 +29,7 @@ import pytest
 
 import gang_schedulers as gang
 from cluster import ControlPlane, ControlPlaneError, fresh_namespace
+from operator_harness import OperatorProcess, install_crd, operator_log_dir
 
 HERE = Path(__file__).resolve().parent
 GANG_NODES = tuple((f"kwok-gang-{index}", 2) for index in range(4))
@@ -77,3 +80,19 @@ def gang_namespace(gang_control_plane: ControlPlane, request: pytest.FixtureRequ
     """A fresh namespace in `gang_control_plane`, deleted after the test."""
     with fresh_namespace(gang_control_plane, request.node.name) as name:
         yield name
+
+
+@pytest.fixture(scope="module")
+def crd(control_plane: ControlPlane) -> ControlPlane:
+    install_crd(control_plane)
+    return control_plane
+
+
+@pytest.fixture
+def operator(crd: ControlPlane, namespace: str) -> Iterator[OperatorProcess]:
+    """The operator watching this test's namespace; its log is printed when the test fails."""
+    log = operator_log_dir() / f"{namespace}.log"
+    process = OperatorProcess(crd, namespace, log).start()
+    yield process
+    process.stop()
+    print(f"operator log ({log}):\n{process.log_tail(200)}")  # pytest shows it when the test fails

@@ -5,7 +5,6 @@ rule on an exit code is obeyed."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 
@@ -14,30 +13,13 @@ from operator_harness import (
     OperatorProcess,
     create,
     events,
-    install_crd,
     live_pods,
-    operator_log_dir,
     training,
     wait_for_pods,
     wait_for_status,
 )
 
 pytestmark = pytest.mark.controlplane
-
-
-@pytest.fixture(scope="module")
-def crd(control_plane: ControlPlane) -> ControlPlane:
-    install_crd(control_plane)
-    return control_plane
-
-
-@pytest.fixture
-def operator(crd: ControlPlane, namespace: str) -> Iterator[OperatorProcess]:
-    log = operator_log_dir() / f"{namespace}.log"
-    process = OperatorProcess(crd, namespace, log).start()
-    yield process
-    process.stop()
-    print(f"operator log ({log}):\n{process.log_tail(200)}")
 
 
 def restart_event(plane: ControlPlane, namespace: str, name: str, reason: str) -> dict:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
-import pytest
 import yaml
 
 from cluster import ControlPlane, wait_until
@@ -15,31 +13,13 @@ from operator_harness import (
     children,
     create,
     events,
-    install_crd,
     live_pods,
-    operator_log_dir,
     status,
     training,
     wait_for_pods,
     wait_for_status,
     wait_gone,
 )
-
-
-@pytest.fixture(scope="module")
-def crd(control_plane: ControlPlane) -> ControlPlane:
-    install_crd(control_plane)
-    return control_plane
-
-
-@pytest.fixture
-def operator(crd: ControlPlane, namespace: str) -> Iterator[OperatorProcess]:
-    """The operator watching this test's namespace; its log is printed when the test fails."""
-    log = operator_log_dir() / f"{namespace}.log"
-    process = OperatorProcess(crd, namespace, log).start()
-    yield process
-    process.stop()
-    print(f"operator log ({log}):\n{process.log_tail(200)}")  # pytest shows it when the test fails
 
 
 def _volumes(plane: ControlPlane, namespace: str, claims: list[str]) -> None:
