@@ -587,39 +587,43 @@ class ControlPlane:
         else:
             self._start_volcano(binaries)
 
+    def _spawn_binary(self, binary: Path, *args: str) -> Process:
+        """Like `_spawn`, for a binary outside `bin_dir`."""
+        process = _spawn(binary.name, [str(binary), *args], self.logs)
+        self.processes.append(process)
+        return process
+
     def _start_coscheduling(self, binaries: Path) -> None:
         controller, binary = (binaries / name for name in gang.BINARIES[gang.COSCHEDULING])
         probe = free_port()
-        process = _spawn(controller.name, [
-            str(controller),
+        process = self._spawn_binary(
+            controller,
             f"--kubeconfig={self.kubeconfig}",
             f"--metricsAddr=127.0.0.1:{free_port()}",  # never its default :8080
             f"--probeAddr=127.0.0.1:{probe}",
-        ], self.logs)
-        self.processes.append(process)
+        )
         self._wait_healthy(process, f"http://127.0.0.1:{probe}/readyz", _unverified_context())
 
         config = _write(self.workdir / "scheduler-plugins.yaml",
                         yaml.safe_dump(gang.coscheduling_config(self.kubeconfig)).encode(), 0o644)
         port = free_port()
-        process = _spawn(binary.name, [
-            str(binary),
+        process = self._spawn_binary(
+            binary,
             f"--config={config}",
             f"--authentication-kubeconfig={self.kubeconfig}",
             f"--authorization-kubeconfig={self.kubeconfig}",
             "--bind-address=127.0.0.1",
             f"--secure-port={port}",
             "--profiling=false",
-        ], self.logs)
-        self.processes.append(process)
+        )
         self._wait_healthy(process, f"https://127.0.0.1:{port}/healthz", _unverified_context())
 
     def _start_volcano(self, binaries: Path) -> None:
         [binary] = (binaries / name for name in gang.BINARIES[gang.VOLCANO])
         config = _write(self.workdir / "volcano-scheduler.conf", gang.VOLCANO_SCHEDULER_CONF.encode(), 0o644)
         port = free_port()
-        process = _spawn(binary.name, [
-            str(binary),
+        process = self._spawn_binary(
+            binary,
             f"--kubeconfig={self.kubeconfig}",
             f"--scheduler-name={gang.VOLCANO_SCHEDULER_NAME}",
             f"--scheduler-conf={config}",
@@ -631,8 +635,7 @@ class ControlPlane:
             f"--healthz-address=127.0.0.1:{port}",
             f"--listen-address=127.0.0.1:{free_port()}",  # metrics (off), never its default :8080
             "--cache-dumper=false",  # no dumps into /tmp on SIGUSR2
-        ], self.logs)
-        self.processes.append(process)
+        )
 
         def ready() -> bool:
             process.check_alive()
