@@ -1,6 +1,7 @@
 """Run kubetrain's benchmarks side by side, print the table, write results/latest.json and results/latest.md.
 
     python -m tests.bench --size small     # seconds to a few minutes; what CI runs
+    python -m tests.bench --size medium    # the training benchmarks at the full shapes, fewer repeats (~30 min)
     python -m tests.bench --size full      # the sizes of the issue: 1/10/50/500 jobs, 3 interleaved rounds, ...
 
 Absolute numbers on a shared machine are noisy; the table leads with ratios of runs made side by side and medians
@@ -69,6 +70,12 @@ SIZES = {
                    feed_rows=4096, feed_steps=20, feed_repeats=2, read_rows=12_000, read_repeats=2,
                    memory_rows=8192, alone_rows=4096, alone_batches=40, alone_repeats=2,
                    callback_steps_per_epoch=5, callback_epochs=2, callback_repeats=1),
+    "medium": Sizes(operator_jobs=(1, 5), operator_single_repeats=2, operator_nodes=2,
+                    horovod_rounds=2, horovod_steps=40, horovod_windows=4, horovod_warmup=8,
+                    fusion_settings=(FusionSetting(64 * MIB, 1.0), FusionSetting(64 * MIB, 20.0)),
+                    feed_rows=16_384, feed_steps=30, feed_repeats=3, read_rows=50_000, read_repeats=2,
+                    memory_rows=20_000, alone_rows=50_000, alone_batches=800, alone_repeats=3,
+                    callback_steps_per_epoch=45, callback_epochs=4, callback_repeats=2),
     "full": Sizes(operator_jobs=(1, 10, 50, 500), operator_single_repeats=5, operator_nodes=16,
                   horovod_rounds=3, horovod_steps=60, horovod_windows=6, horovod_warmup=10,
                   fusion_settings=(FusionSetting(64 * MIB, 1.0), FusionSetting(64 * MIB, 5.0),
