@@ -20,7 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from higgs import data as higgs_data
-from higgs.asynchronous import WORKERS, ParameterServer
+from higgs.asynchronous import WORKERS, ParameterServer, weights_vector
 from higgs.compare import report_comparison
 from higgs.evaluate import evaluate
 from higgs.model import build_model
@@ -82,7 +82,7 @@ def make_role(settings: TrainerSettings, model: tf.keras.Model, optimizer: tf.ke
     if settings.parameter_server:
         if context.is_chief:
             return ParameterServer(model, comm, settings.workers(context.size))
-        return WORKERS[settings.name](model, optimizer, settings, Client(comm, model.count_params()))
+        return WORKERS[settings.name](model, optimizer, settings, Client(comm, weights_vector(model).size))
     if settings.name == "single":
         return LocalTraining(model, optimizer) if context.is_chief else None
     if settings.name == "easgd":

@@ -111,6 +111,14 @@ CORPUS: list[BadInput] = [
     BadInput("failure-rule-role", "enum", "spec.runPolicy.podFailurePolicy.rules[0].onExitCodes.role",
              spec_set("runPolicy.podFailurePolicy", {"rules": [{"action": "FailJob", "onExitCodes": {
                  "operator": "In", "values": [2], "role": "Driver"}}]})),
+    BadInput("gang-scheduler", "enum", "spec.scheduling.gang.scheduler",
+             spec_set("scheduling.gang", {"scheduler": "Kueue"})),
+    BadInput("gang-timeout-zero", "range", "spec.scheduling.gang.scheduleTimeoutSeconds",
+             spec_set("scheduling.gang", {"scheduler": "Volcano", "scheduleTimeoutSeconds": 0})),
+    BadInput("gang-min-above-workers", "combination", "spec.scheduling.gang.minAvailable",
+             spec_set("scheduling.gang", {"scheduler": "Coscheduling", "minAvailable": 3})),
+    BadInput("gang-queue-without-volcano", "combination", "spec.scheduling.gang.queue",
+             spec_set("scheduling.gang", {"scheduler": "Coscheduling", "queue": "research"})),
     # missing fields
     BadInput("no-spec", "missing", "spec", lambda body: body.pop("spec")),
     BadInput("no-image", "missing", "spec.image", spec_drop("image")),
