@@ -63,10 +63,10 @@ def decide(job: Job, status: Mapping[str, Any], children: Children, now: datetim
         return _fail(world, Failure(failure.reason, reached))
     if job_finished(world.launcher) == "Complete":
         return _succeed(world)
-    overdue = _gang_overdue(world)
-    if overdue is not None:
-        return _fail(world, overdue)
-    return _run(world)
+    gang_left = _gang_wait(world)
+    if gang_left is not None and gang_left <= 0:
+        return _fail(world, _gang_overdue(world))
+    return _run(world, gang_left)
 
 
 def _gang_wait(world: World) -> float | None:
@@ -81,10 +81,8 @@ def _gang_wait(world: World) -> float | None:
     return (first + timedelta(seconds=gang.schedule_timeout_seconds) - world.now).total_seconds()
 
 
-def _gang_overdue(world: World) -> Failure | None:
-    left = _gang_wait(world)
-    if left is None or left > 0:
-        return None
+def _gang_overdue(world: World) -> Failure:
+    """The failure of a gang whose scheduleTimeoutSeconds has passed with workers unplaced (onTimeout Fail)."""
     gang = world.job.spec.scheduling.gang
     assert gang is not None
     return Failure(r.GANG_UNSCHEDULABLE, f"{len(phase.unplaced_workers(world))}/{world.job.spec.workers} workers were "
@@ -92,7 +90,9 @@ def _gang_overdue(world: World) -> Failure | None:
                    f"{gang.scheduler} could not place {gang.min_available} together")
 
 
-def _run(world: World) -> Plan:
+def _run(world: World, gang_left: float | None = None) -> Plan:
+    """Create what is missing and say how the job runs; `gang_left`: seconds until the gang's timeout (see
+    `_gang_wait`), when to look again."""
     plan = Plan(actions=desired.config_actions(world.job, world.children))
     attempt, waiting = desired.attempt_actions(world)
     plan.actions.extend(attempt)
@@ -103,7 +103,6 @@ def _run(world: World) -> Plan:
         plan.requeue_after = max(remaining, 0.5)
     if waiting:
         plan.requeue_after = min(plan.requeue_after or WAIT_REQUEUE_SECONDS, WAIT_REQUEUE_SECONDS)
-    gang_left = _gang_wait(world)
     if gang_left is not None:  # look again when the gang's time is up
         plan.requeue_after = min(plan.requeue_after or gang_left, max(gang_left, 0.5))
     plan.requeue_after = min(plan.requeue_after or SAFETY_REQUEUE_SECONDS, SAFETY_REQUEUE_SECONDS)
