@@ -12,6 +12,8 @@ done; the server serves until every worker is.
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import tensorflow as tf
 
@@ -19,6 +21,8 @@ from higgs import parameter_server
 from higgs.rules import elastic_alpha, elastic_difference, look_ahead, momentum_velocity
 from higgs.sync import LocalTraining
 from higgs.trainers import TrainerSettings
+
+log = logging.getLogger("higgs")
 
 
 def weights_vector(model: tf.keras.Model) -> np.ndarray:
@@ -114,7 +118,6 @@ class ParameterServer:
 
     def __init__(self, model: tf.keras.Model, comm, workers: int) -> None:
         self.model, self.comm, self.workers = model, comm, workers
-        self.updates = 0
 
     @property
     def result_model(self) -> tf.keras.Model:
@@ -124,6 +127,8 @@ class ParameterServer:
         """Serve until every worker has finished the epoch, then put the centre into the model. It trains on
         nothing: (0 loss, 0 steps)."""
         centre = weights_vector(self.model)
-        self.updates += parameter_server.serve(self.comm, centre, self.workers).pushes
+        stats = parameter_server.serve(self.comm, centre, self.workers)
+        log.info("parameter server: %d updates and %d fetches from %d workers", stats.pushes, stats.pulls,
+                 self.workers)
         set_weights_vector(self.model, centre)
         return 0.0, 0
