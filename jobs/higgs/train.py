@@ -169,6 +169,8 @@ def run_trainer(settings: TrainerSettings, args: argparse.Namespace, context: Wo
         if context.is_chief and "val_f1" not in metrics:  # nothing left to train: score the restored model
             metrics.update(evaluate(role.result_model, prepared.data, prepared.mean, prepared.std, context,
                                     alone=True))
+    if recorder:
+        recorder.finish()
     result = None
     if context.is_chief:
         result = TrainerResult(trainer=settings.name, f1=metrics["val_f1"], f1_signal=metrics["val_f1_signal"],

@@ -2,7 +2,8 @@
 
 - `warmup_learning_rate`, `warmup_fraction`: Horovod's warm-up (`LearningRateWarmupCallback`'s formula) as pure
   functions of progress.
-- `EpochRecorder`: rank 0's end-of-epoch work in one call: checkpoint, `history.json`/`history.png`, status progress.
+- `EpochRecorder`: rank 0's end-of-epoch work in one call: checkpoint, `history.json`/`history.png`, status progress,
+  written on a background thread (as the Keras programs' callbacks do) so the next epoch does not wait for them.
 
 Typical loop::
 
@@ -15,6 +16,8 @@ Typical loop::
         ... train, evaluate, average metrics over ranks ...
         if recorder:
             recorder.record(epoch, metrics, variables)
+    if recorder:
+        recorder.finish()   # waits for the writes; raises a failed one
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import tensorflow as tf
 
+from trainlib.callbacks import PLOT_INTERVAL_SECONDS, BackgroundWriter, run_or_submit
 from trainlib.checkpoints import Checkpoint, CheckpointManager
 from trainlib.distributed import WorkerContext
 from trainlib.history import HistoryLog
@@ -47,40 +52,61 @@ def warmup_learning_rate(target: float, size: int, epochs_done: float, warmup_ep
 
 
 class EpochRecorder:
-    """Rank 0's checkpoint manager, history log and progress reporter, driven once per completed epoch."""
+    """Rank 0's checkpoint manager, history log and progress reporter, driven once per completed epoch.
+
+    With a `writer`, `record` copies the variables and leaves the writing to the writer's thread (in order); without,
+    it writes before returning. Call `finish` once training ends.
+    """
 
     def __init__(self, manager: CheckpointManager, history: HistoryLog, reporter: ProgressReporter, epochs: int,
-                 steps_per_epoch: int, rank: int = 0) -> None:
+                 steps_per_epoch: int, rank: int = 0, writer: BackgroundWriter | None = None) -> None:
         self.manager = manager
         self.history = history
         self.reporter = reporter
         self.epochs = epochs
         self.steps_per_epoch = steps_per_epoch
         self.rank = rank
+        self.writer = writer
         self.last: Checkpoint | None = None
 
     @classmethod
     def for_rank(cls, context: WorkerContext, checkpoint_dir: str, keep: int, title: str, epochs: int,
                  steps_per_epoch: int, reporter: ProgressReporter | None = None) -> EpochRecorder | None:
-        """The recorder on rank 0; None on every other rank (they never touch the checkpoint directory)."""
+        """The recorder on rank 0, writing on a background thread; None on every other rank (they never touch the
+        checkpoint directory)."""
         if not context.is_chief:
             return None
-        return cls(CheckpointManager(checkpoint_dir, keep), HistoryLog(checkpoint_dir, title),
-                   reporter or ProgressReporter.from_environment(), epochs, steps_per_epoch, context.rank)
+        return cls(CheckpointManager(checkpoint_dir, keep),
+                   HistoryLog(checkpoint_dir, title, plot_interval=PLOT_INTERVAL_SECONDS),
+                   reporter or ProgressReporter.from_environment(), epochs, steps_per_epoch, context.rank,
+                   BackgroundWriter())
 
     def resume_at(self, epochs_done: int) -> None:
         """Drop history records newer than the restored checkpoint."""
         self.history.resume_at(epochs_done)
 
     def record(self, epoch: int, metrics: Mapping[str, float],
-               variables: Mapping[str, Sequence[tf.Variable]]) -> Checkpoint:
-        """After completed epoch `epoch` (1-based): save the variables, append the history, report progress."""
+               variables: Mapping[str, Sequence[tf.Variable]]) -> None:
+        """After completed epoch `epoch` (1-based): copy the variables now; save them, append the history and report
+        progress on the writer's thread. Raises the failure of an earlier epoch's writes."""
         state = {group: [variable.numpy() for variable in group_vars] for group, group_vars in variables.items()}
         names = {group: [variable.name for variable in group_vars] for group, group_vars in variables.items()}
+        metrics = dict(metrics)
+        run_or_submit(self.writer, lambda: self._write(epoch, metrics, state, names))
+
+    def _write(self, epoch: int, metrics: dict[str, float], state: dict[str, list[np.ndarray]],
+               names: dict[str, list[str]]) -> None:
         self.last = self.manager.save(epoch, state, metrics, names=names, rank=self.rank)
         log.info("epoch %d/%d: %s; saved %s", epoch, self.epochs,
                  ", ".join(f"{key} {float(value):.4g}" for key, value in metrics.items()), self.last.path)
         self.history.append(epoch, metrics)
         self.reporter.report(epoch=epoch, epochs=self.epochs, step=epoch * self.steps_per_epoch, metrics=metrics,
                              checkpoint_path=self.last.path, checkpoint_epoch=self.last.epoch)
+
+    def finish(self) -> Checkpoint | None:
+        """Draw the history's last curve, wait for every write, raise the first failure; returns the newest
+        checkpoint saved."""
+        run_or_submit(self.writer, self.history.finish)
+        if self.writer is not None:
+            self.writer.flush()
         return self.last

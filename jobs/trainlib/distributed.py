@@ -5,7 +5,8 @@
 2. `scaled_learning_rate(base, size)`: the effective batch grows with the number of ranks, so does the learning rate.
 3. `distributed_optimizer(optimizer)`: gradients are averaged over ranks with allreduce. Horovod 0.28 supports
    TF 2.15's *legacy* Keras optimizers only (`tf.keras.optimizers.legacy.*`); pass one of those.
-4. `horovod_callbacks(...)`: broadcast rank 0's variables, average epoch metrics over ranks, warm the lr up.
+4. `horovod_callbacks(...)`: average epoch metrics over ranks, warm the lr up. Rank 0's variables reach every rank
+   before training in `resume.restore_and_broadcast`, which also checks that they arrived.
 
 Works the same with a single process started without horovodrun (size 1).
 """
@@ -80,13 +81,14 @@ def distributed_optimizer(optimizer: tf.keras.optimizers.legacy.Optimizer) -> tf
 
 
 def horovod_callbacks(initial_lr: float, warmup_epochs: int, steps_per_epoch: int, verbose: int = 0) -> list[Any]:
-    """Keras callbacks every rank runs, in order: broadcast from rank 0, metric averaging, lr warm-up.
+    """Keras callbacks every rank runs, in order: metric averaging, lr warm-up. (No broadcast callback: call
+    `resume.restore_and_broadcast` before `fit`; broadcasting again in the first batch would only delay it.)
 
     Put these before any rank-0 callback (checkpoints, history, progress) so those see metrics averaged over ranks.
     `initial_lr` is the already scaled learning rate; the warm-up ramps from `initial_lr / size` to it over
     `warmup_epochs` (0 disables it).
     """
-    callbacks: list[Any] = [hvd.callbacks.BroadcastGlobalVariablesCallback(0), hvd.callbacks.MetricAverageCallback()]
+    callbacks: list[Any] = [hvd.callbacks.MetricAverageCallback()]
     if warmup_epochs > 0:
         callbacks.append(hvd.callbacks.LearningRateWarmupCallback(
             initial_lr=initial_lr, warmup_epochs=warmup_epochs, steps_per_epoch=steps_per_epoch, verbose=verbose))

@@ -141,16 +141,21 @@ def rows_per_rank(files: Sequence[FileInfo], size: int) -> int:
 
 
 def iter_block_chunks(files: Sequence[FileInfo], names: Sequence[str], rank: int, size: int, chunk_rows: int = 1024,
-                      rng: np.random.Generator | None = None) -> Iterator[tuple[np.ndarray, ...]]:
+                      rng: np.random.Generator | None = None, part: int = 0,
+                      parts: int = 1) -> Iterator[tuple[np.ndarray, ...]]:
     """Yield `(array_per_name...)` chunks of at most `chunk_rows` rows of this rank's block of every file.
 
     With `rng`, files and chunks come in a random order (rows inside a chunk stay contiguous); without, in file order.
+    With `parts` > 1, only every `parts`-th chunk of each file's block, from the `part`-th on: `parts` readers, one
+    per part, read the block once between them.
     """
+    if not 0 <= part < parts:
+        raise ValueError(f"part {part} is outside 0..{parts - 1}")
     file_order = rng.permutation(len(files)) if rng is not None else range(len(files))
     for index in file_order:
         info = files[index]
         start, stop = rank_block(info.rows, rank, size)
-        starts = np.arange(start, stop, chunk_rows)
+        starts = np.arange(start, stop, chunk_rows)[part::parts]
         if rng is not None:
             starts = rng.permutation(starts)
         with h5py.File(info.path, "r") as handle:

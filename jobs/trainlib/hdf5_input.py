@@ -1,8 +1,11 @@
 """HDF5 files -> tf.data: stream each rank's contiguous block of rows (see `hdf5_files`) into a pipeline.
 
-Rows are read `chunk_rows` at a time, so memory stays flat as files grow: at most one chunk, the shuffle buffer and a
-block of batches are held per rank. All per-row work is done on whole arrays (numpy for the shuffle, one vectorised
-TensorFlow call per batch for preprocessing and MixUp): a pipeline that touches rows one by one cannot feed a GPU.
+Rows are read `chunk_rows` at a time, so memory stays flat as files grow: per reader, at most one chunk, its share
+of the shuffle buffer and a block of batches are held. All per-row work is done on whole arrays (numpy for the shuffle,
+one vectorised TensorFlow call per batch for preprocessing and MixUp): a pipeline that touches rows one by one cannot
+feed a GPU. Training reads with `readers` Python generators at once, each over its own chunks of the block: one
+generator's reading and shuffling, which hold Python's lock between numpy calls, would leave TensorFlow's threads
+waiting.
 
 Typical use::
 
@@ -34,6 +37,7 @@ from trainlib.hdf5_files import (  # re-exported: programs may import the whole 
 
 AUTOTUNE = tf.data.AUTOTUNE
 BLOCK_ROWS = 512  # rows per generator call: a whole number of batches, about this many
+TRAINING_READERS = 2  # generators reading and shuffling at once for a training pipeline (evaluation reads in order)
 
 __all__ = ["AUTOTUNE", "ArraySpec", "FileInfo", "RankInput", "inspect_file", "iter_block_chunks", "make_dataset",
            "rank_block", "rows_per_rank", "validate_files"]
@@ -51,18 +55,22 @@ class RankInput:
 def make_dataset(files: Sequence[FileInfo], names: Sequence[str], *, rank: int, size: int, batch_size: int,
                  training: bool, preprocess: Callable[..., object] | None = None,
                  batch_transform: Callable[..., object] | None = None, shuffle_buffer: int = 4096,
-                 chunk_rows: int = 1024, seed: int | None = None) -> RankInput:
-    """Build this rank's pipeline over `files`: chunks -> blocks of whole batches (shuffled in numpy) -> rebatch ->
-    map(preprocess, then batch_transform, per batch) -> repeat -> prefetch, with AUTOTUNE parallelism.
+                 chunk_rows: int = 1024, seed: int | None = None, readers: int = TRAINING_READERS) -> RankInput:
+    """Build this rank's pipeline over `files`: chunks -> blocks of whole batches (shuffled in numpy, by `readers`
+    generators at once, interleaved in turn) -> rebatch -> map(preprocess, then batch_transform, per batch) -> repeat ->
+    prefetch, with AUTOTUNE parallelism.
 
     `preprocess` takes one row's tensors (one per name) and returns the element; write it for one row, it runs on a
     whole batch at once through `tf.vectorized_map`. `batch_transform` takes a batch of elements (e.g.
     `mixup.apply_mixup`'s function). Training pipelines shuffle rows through a buffer of at least `shuffle_buffer` rows
-    (every row drawn uniformly from the buffer, as `tf.data.Dataset.shuffle` does, see `shuffled_blocks`) and drop the
-    last partial batch; evaluation pipelines keep every row in order. Both repeat forever, so pass `steps` to Keras.
+    (every row drawn uniformly from its reader's share of the buffer, as `tf.data.Dataset.shuffle` does, see
+    `shuffled_blocks`) and drop the last partial batch of each pass; evaluation pipelines keep every row in order with
+    one reader. Both repeat forever, so pass `steps` to Keras. A seed gives the same order on every run.
     """
     if batch_size < 1:
         raise TrainingInputError(f"--batch-size must be at least 1, got {batch_size}")
+    if readers < 1:
+        raise ValueError(f"readers must be at least 1, got {readers}")
     rows = rows_per_rank(files, size)
     steps = rows // batch_size if training else -(-rows // batch_size)
     if steps < 1:
@@ -72,20 +80,27 @@ def make_dataset(files: Sequence[FileInfo], names: Sequence[str], *, rank: int, 
     dtypes = [np.result_type(*(info.dtypes[name] for info in files)) for name in names]
     signature = tuple(tf.TensorSpec((None, *files[0].row_shapes[name]), tf.as_dtype(dtype))
                       for name, dtype in zip(names, dtypes, strict=True))
-    rng = np.random.default_rng(None if seed is None else seed + 7919 * rank) if training else None
+    readers = readers if training else 1
+    rngs = [np.random.default_rng(None if seed is None else (seed, rank, reader)) for reader in range(readers)]
     block = batch_size * max(1, BLOCK_ROWS // batch_size)
 
-    def blocks() -> Iterator[tuple[np.ndarray, ...]]:
+    def blocks(reader: int) -> Iterator[tuple[np.ndarray, ...]]:
+        rng = rngs[reader] if training else None
         chunks = (tuple(array.astype(dtype, copy=False) for array, dtype in zip(chunk, dtypes, strict=True))
-                  for chunk in iter_block_chunks(files, names, rank, size, chunk_rows, rng))
+                  for chunk in iter_block_chunks(files, names, rank, size, chunk_rows, rng, reader, readers))
         if rng is None:
             yield from ordered_blocks(chunks, block)
         else:
-            yield from shuffled_blocks(chunks, block, batch_size, shuffle_buffer, rng)
+            yield from shuffled_blocks(chunks, block, -(-shuffle_buffer // readers), rng)
+
+    def reader_blocks(reader: tf.Tensor) -> tf.data.Dataset:
+        return tf.data.Dataset.from_generator(blocks, args=(reader,), output_signature=signature)
 
     # Python hands TensorFlow a block of whole batches per call (not a row), `rebatch` cuts it into batches without
-    # touching rows, and each batch is preprocessed and transformed in one map call, vectorised over its rows.
-    dataset = tf.data.Dataset.from_generator(blocks, output_signature=signature).rebatch(
+    # touching rows (joining each reader's last rows of a pass), and each batch is preprocessed and transformed in one
+    # map call, vectorised over its rows.
+    dataset = tf.data.Dataset.range(readers).interleave(
+        reader_blocks, cycle_length=readers, num_parallel_calls=readers, deterministic=True).rebatch(
         batch_size, drop_remainder=training)
     if preprocess is not None or batch_transform is not None:
         dataset = dataset.map(batch_function(preprocess, batch_transform), num_parallel_calls=AUTOTUNE,
@@ -126,11 +141,11 @@ def ordered_blocks(chunks: Iterable[tuple[np.ndarray, ...]], block_rows: int) ->
         yield pending
 
 
-def shuffled_blocks(chunks: Iterable[tuple[np.ndarray, ...]], block_rows: int, batch_size: int, buffer_rows: int,
+def shuffled_blocks(chunks: Iterable[tuple[np.ndarray, ...]], block_rows: int, buffer_rows: int,
                     rng: np.random.Generator) -> Iterator[tuple[np.ndarray, ...]]:
-    """Blocks of whole batches whose rows are drawn at random, without replacement, from a buffer of at least
-    `buffer_rows` rows refilled from `chunks`: `tf.data.Dataset.shuffle(buffer_rows)` done on whole arrays. The rows
-    left at the end come out shuffled too, as whole batches; fewer than `batch_size` are dropped."""
+    """Blocks of `block_rows` rows drawn at random, without replacement, from a buffer of at least `buffer_rows` rows
+    refilled from `chunks`: `tf.data.Dataset.shuffle(buffer_rows)` done on whole arrays. The rows left at the end
+    come out shuffled too; the last block holds what is left."""
     buffer: ShuffleBuffer | None = None
     for chunk in chunks:
         if buffer is None:
@@ -139,8 +154,8 @@ def shuffled_blocks(chunks: Iterable[tuple[np.ndarray, ...]], block_rows: int, b
             buffer.add(chunk)
         while len(buffer) >= buffer_rows + block_rows:
             yield buffer.take(block_rows)
-    while buffer is not None and len(buffer) >= batch_size:
-        yield buffer.take(min(block_rows, len(buffer) // batch_size * batch_size))
+    while buffer is not None and len(buffer):
+        yield buffer.take(min(block_rows, len(buffer)))
 
 
 class ShuffleBuffer:

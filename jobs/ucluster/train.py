@@ -158,6 +158,7 @@ def train(args: argparse.Namespace) -> int:
                        seconds=time.monotonic() - began)
         if recorder:
             recorder.record(epoch, metrics, variables)
-    if context.is_chief:
+    if recorder:
+        recorder.finish()
         log.info("done: %d epochs, checkpoints in %s", args.epochs, checkpoint_dir)
     return 0

@@ -47,9 +47,7 @@ def rows(result: Mapping[str, Any]) -> list[Row]:
                   f"{len(chosen)}")
         if setting == "background":
             cpu = median([100 * run["writer_cpu_seconds"] / run["fit_seconds"] for run in chosen])
-            detail += (f"; the background thread's CPU: {cpu:.2f}% of the fit's wall time; once per run, not "
-                       f"counted: Horovod's first broadcast {1000 * result.get('first_broadcast_seconds', 0.0):.0f} "
-                       "ms in the first batch's on_train_batch_end (Keras' slow-callback warning)")
+            detail += f"; the background thread's CPU: {cpu:.2f}% of the fit's wall time"
             found.append(Row(SECTION, f"all callbacks, % of step time, {label}", total, "%",
                              target=f"< {TARGET_PERCENT:g}", meets=total < TARGET_PERCENT, detail=detail,
                              extra={"runs": [dict(run) for run in chosen]}))

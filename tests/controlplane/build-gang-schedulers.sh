@@ -65,24 +65,8 @@ all_built && { report; exit 0; }
 log="$root/build.log"
 : >"$log"
 
-run() { # runs a step, keeping its output in the log; on failure prints the exact error and stops
-  local what=$1
-  shift
-  echo "gangschedulers: $what" >&2
-  if ! "$@" >>"$log" 2>&1; then
-    echo "gangschedulers: FAILED: $what" >&2
-    echo "gangschedulers: command: $*" >&2
-    tail -n 40 "$log" >&2
-    echo "gangschedulers: full log: $log" >&2
-    exit 1
-  fi
-}
-
-go_in() { # go_in DIR ARGS...: runs go inside the wrapper module DIR
-  local dir=$1
-  shift
-  (cd "$dir" && go "$@")
-}
+# shellcheck source=../../.ci/build-steps.sh
+. "$(dirname "$0")/../../.ci/build-steps.sh" gangschedulers # run, go_in, say
 
 module_dir() { # module_dir MODULE VERSION: prints where `go mod download` unpacked MODULE@VERSION
   go mod download -json "$1@$2" | sed -n 's/^\s*"Dir": "\(.*\)",$/\1/p'

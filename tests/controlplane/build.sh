@@ -45,24 +45,8 @@ all_built && { report; exit 0; }
 log="$root/build.log"
 : >"$log"
 
-run() { # runs a step, keeping its output in the log; on failure prints the exact error and stops
-  local what=$1
-  shift
-  echo "controlplane: $what" >&2
-  if ! "$@" >>"$log" 2>&1; then
-    echo "controlplane: FAILED: $what" >&2
-    echo "controlplane: command: $*" >&2
-    tail -n 40 "$log" >&2
-    echo "controlplane: full log: $log" >&2
-    exit 1
-  fi
-}
-
-go_in() { # go_in DIR ARGS...: runs go inside the wrapper module DIR
-  local dir=$1
-  shift
-  (cd "$dir" && go "$@")
-}
+# shellcheck source=../../.ci/build-steps.sh
+. "$(dirname "$0")/../../.ci/build-steps.sh" controlplane # run, go_in, say
 
 # Kubernetes: a wrapper module (.ci/kubernetes.sh) with the control plane and etcd as its tools.
 build_kubernetes() {

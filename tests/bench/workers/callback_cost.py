@@ -6,10 +6,10 @@
 Two settings take turns `--repeats` times in one process: `background`, the callbacks as shipped (`chief_callbacks`:
 file writes, plot and status patch on one background thread, progress and plot by time), and `inline`, the same
 callbacks doing their work in the training thread after every epoch, as before. Both run Horovod's callbacks
-(broadcast, metric averaging, lr warm-up). The status patch is a stand-in that sleeps `--patch-seconds` (an API
+(metric averaging, lr warm-up). The status patch is a stand-in that sleeps `--patch-seconds` (an API
 server's round trip); checkpoints, history.json and history.png are written to a scratch directory. Per callback:
-seconds inside its hooks; per run: steps, fit seconds, and the background thread's busy and CPU seconds. Horovod's
-first broadcast of a process (its graph is traced then) is timed in an untimed warm-up fit and reported apart.
+seconds inside its hooks; per run: steps, fit seconds, and the background thread's busy and CPU seconds. The
+training step is compiled in an untimed warm-up fit first.
 """
 
 from __future__ import annotations
@@ -83,11 +83,7 @@ def main() -> int:
     images, labels = random_examples(1024, seed=0)
     dataset = in_memory_dataset(images, labels, args.batch_size)
     variables = keras_state(model)
-    # Compile the step and trace Horovod's broadcast outside the timed runs; that first broadcast (once per run, in
-    # the first batch's on_train_batch_end: what Keras' "slow callback" warning measures) is reported on its own.
-    first: dict[str, float] = {}
-    model.fit(dataset, steps_per_epoch=5, epochs=1, verbose=0,
-              callbacks=[timed(callback, first) for callback in horovod_callbacks(0.1, 0, 5)])
+    model.fit(dataset, steps_per_epoch=5, epochs=1, verbose=0, callbacks=horovod_callbacks(0.1, 0, 5))
 
     def patch(namespace: str, name: str, body: dict) -> None:
         time.sleep(args.patch_seconds)
@@ -121,8 +117,7 @@ def main() -> int:
                          "writer_cpu_seconds": writer.cpu_seconds if writer else 0.0})
     write_result(args.out, {"runs": runs, "batch_size": args.batch_size, "threads": args.threads,
                             "steps_per_epoch": args.steps_per_epoch, "epochs": args.epochs,
-                            "patch_seconds": args.patch_seconds,
-                            "first_broadcast_seconds": first.get("BroadcastGlobalVariablesCallback", 0.0)})
+                            "patch_seconds": args.patch_seconds})
     return 0
 
 

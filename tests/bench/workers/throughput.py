@@ -91,6 +91,10 @@ def main() -> int:
         callbacks = horovod_callbacks(0.1 * size, warmup_epochs=0, steps_per_epoch=total_steps)
     tf.keras.utils.set_random_seed(rank)
     model = compiled_cnn(size, horovod=args.horovod)
+    if args.horovod:
+        from trainlib.resume import keras_state, restore_and_broadcast
+
+        restore_and_broadcast(context, None, keras_state(model))  # every rank starts from rank 0's weights
     images, labels = random_examples(ROWS_PER_RANK, seed=rank)
     timer = step_timer()
     model.fit(in_memory_dataset(images, labels, args.batch_size), steps_per_epoch=args.warmup_steps + args.steps,

@@ -45,20 +45,8 @@ mkdir -p "$bin" "$root/out"
 exec 9>"$root/.lock"
 flock 9 # one build at a time per key
 : >"$log"
-say() { echo "kind-node: $*" >&2; }
-run() { # runs a step, keeping its output in the log; on failure prints the exact error and stops
-  local what=$1
-  shift
-  say "$what"
-  if ! "$@" >>"$log" 2>&1; then
-    say "FAILED: $what"
-    say "command: $*"
-    tail -n 40 "$log" >&2
-    say "full log: $log"
-    exit 1
-  fi
-}
-go_in() { local dir=$1; shift; (cd "$dir" && go "$@"); }
+# shellcheck source=../../../.ci/build-steps.sh
+. "$repo/.ci/build-steps.sh" kind-node # run, go_in, say
 
 # go_tool NAME MODULE VERSION PACKAGE: builds PACKAGE into $bin/NAME in a wrapper module that requires MODULE@VERSION.
 go_tool() {

@@ -115,6 +115,17 @@ def test_chunks_cover_exactly_this_ranks_block_of_every_file(tmp_path):
     assert sorted(np.concatenate([labels for (labels,) in shuffled]).tolist()) == seen[1]
 
 
+def test_parts_split_a_ranks_block_between_readers_by_chunk(tmp_path):
+    paths = [write(tmp_path / f"{i}.h5", np.zeros((n, 1, 1, 3), np.uint8), np.arange(100 * i, 100 * i + n))
+             for i, n in enumerate((11, 8))]
+    infos = validate_files(paths, SPECS, FIX)
+    parts = [np.concatenate([labels for (labels,) in iter_block_chunks(infos, ["labels"], 0, 2, 2, None, part, 2)])
+             for part in range(2)]
+    assert [part.tolist() for part in parts] == [[0, 1, 4, 100, 101], [2, 3, 102, 103]]
+    with pytest.raises(ValueError, match="part 2 is outside 0..1"):
+        next(iter_block_chunks(infos, ["labels"], 0, 2, 2, None, 2, 2))
+
+
 def test_writer_publishes_only_complete_files(tmp_path):
     path = tmp_path / "out.h5"
     with HDF5Writer(str(path), {"x": ((2,), "float32"), "y": ((), "int64")}) as writer:

@@ -57,6 +57,20 @@ def test_training_pipeline_shuffles_within_the_block_with_equal_steps_and_fresh_
     assert all(x.shape == (4, 2) for x, _ in batches), "full batches only, repeating past the epoch"
 
 
+@pytest.mark.parametrize("readers", [1, 2, 3])
+def test_readers_share_the_block_each_row_once_per_pass_and_a_seed_repeats_the_order(files, readers):
+    def two_epochs(seed: int) -> list[int]:
+        pipeline = make_dataset(files, ["x", "index"], rank=0, size=1, batch_size=3, training=True, chunk_rows=4,
+                                seed=seed, readers=readers)
+        assert pipeline.steps == 11
+        return epoch_indices(pipeline, 2 * pipeline.steps)
+
+    order = two_epochs(5)
+    assert sorted(order[:33]) == sorted(order[33:]) == list(range(33)), "every row once per epoch, epochs aligned"
+    assert order[:33] != order[33:], "a fresh order every pass"
+    assert two_epochs(5) == order and two_epochs(6) != order
+
+
 def test_preprocess_and_batch_transform_run_in_the_pipeline(files):
     pipeline = make_dataset(files, ["x", "index"], rank=0, size=1, batch_size=5, training=False,
                             preprocess=lambda x, index: (x * 2.0, index),

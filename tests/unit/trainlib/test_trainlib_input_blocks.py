@@ -23,27 +23,25 @@ def test_ordered_blocks_keep_every_row_in_order_across_chunks_with_the_rest_last
     assert all((second == first * 10).all() for first, second in blocks), "columns stay aligned"
 
 
-def test_shuffled_blocks_give_each_row_once_in_whole_batches_and_drop_the_partial_batch():
-    blocks = list(shuffled_blocks(numbered_chunks(100, 7), block_rows=12, batch_size=4, buffer_rows=20,
+def test_shuffled_blocks_give_each_row_once_in_whole_blocks_with_the_rest_last():
+    blocks = list(shuffled_blocks(numbered_chunks(100, 7), block_rows=12, buffer_rows=20,
                                   rng=np.random.default_rng(0)))
-    assert all(len(first) % 4 == 0 for first, _ in blocks)
+    assert [len(first) for first, _ in blocks] == [12] * 8 + [4]
     rows = np.concatenate([first for first, _ in blocks])
-    assert len(rows) == 100 and sorted(rows.tolist()) == list(range(100))  # 100 = 25 batches of 4: none dropped
+    assert len(rows) == 100 and sorted(rows.tolist()) == list(range(100))
     assert rows.tolist() != list(range(100))
     assert all((second == first * 10).all() for first, second in blocks), "columns stay aligned"
-    fewer = list(shuffled_blocks(numbered_chunks(30, 7), 12, 4, 20, np.random.default_rng(0)))
-    assert sum(len(first) for first, _ in fewer) == 28, "the last 2 rows make no whole batch"
 
 
 def test_the_first_block_draws_from_the_whole_buffer_not_the_first_chunk():
-    first, _ = next(shuffled_blocks(numbered_chunks(1000, 10), block_rows=8, batch_size=8, buffer_rows=100,
+    first, _ = next(shuffled_blocks(numbered_chunks(1000, 10), block_rows=8, buffer_rows=100,
                                     rng=np.random.default_rng(1)))
     assert first.max() >= 50, "rows from later chunks reach the first batch, as with Dataset.shuffle(100)"
 
 
 def test_the_same_seed_gives_the_same_order_and_another_seed_another():
     def order(seed: int) -> list[int]:
-        blocks = shuffled_blocks(numbered_chunks(64, 8), 16, 4, 16, np.random.default_rng(seed))
+        blocks = shuffled_blocks(numbered_chunks(64, 8), 16, 16, np.random.default_rng(seed))
         return np.concatenate([first for first, _ in blocks]).tolist()
 
     assert order(3) == order(3) and order(3) != order(4)
