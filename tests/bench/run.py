@@ -93,7 +93,7 @@ def _version(distribution: str) -> str:
         return "not installed"
 
 
-def environment(size: str) -> dict[str, str]:
+def environment(size: str, selected: Sequence[str]) -> dict[str, str]:
     """What a reader needs to compare two tables: machine, versions, commit."""
     cpu = parse_cpuinfo(Path("/proc/cpuinfo").read_text())
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
@@ -101,7 +101,8 @@ def environment(size: str) -> dict[str, str]:
     return {
         "size": size,
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "command": f"python -m tests.bench --size {size}",
+        "command": f"python -m tests.bench --size {size}"
+                   + ("" if set(selected) == set(BENCHMARKS) else f" --only {','.join(selected)}"),
         "machine": f"{cpu.model}, {cpu.processors} cores at {cpu.mhz:.0f} MHz, {platform.machine()}",
         "versions": f"python {platform.python_version()}, tensorflow-cpu {_version('tensorflow-cpu')}, "
                     f"horovod {_version('horovod')}, kopf {_version('kopf')}",
@@ -185,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="kubetrain-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    meta = environment(args.size)
+    meta = environment(args.size, selected)
     started = time.monotonic()
     rows, errors = run_benchmarks(selected, SIZES[args.size], workdir, lambda line: print(line, flush=True))
     meta["seconds"] = f"{time.monotonic() - started:.0f}"
