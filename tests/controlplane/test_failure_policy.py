@@ -1,6 +1,6 @@
-"""spec.runPolicy.podFailurePolicy against a real API server: an eviction and a lost node restart the job without
-counting toward backoffLimit (and say so), the launcher's bad-configuration exit fails the job at once, and a user's
-rule on an exit code is obeyed."""
+"""spec.runPolicy.podFailurePolicy against a real API server: an eviction, a preemption by kube-scheduler and a lost
+node restart the job without counting toward backoffLimit (and say so), the launcher's bad-configuration exit fails the
+job at once, and a user's rule on an exit code is obeyed."""
 
 from __future__ import annotations
 
@@ -68,6 +68,41 @@ def test_a_lost_node_is_reported_naming_it_and_does_not_count(crd: ControlPlane,
         after = wait_for_status(crd, namespace, name, operator, attempt=1, timeout=120)
         assert after["restarts"] == 0 and after["ignoredFailures"] >= 1 and after["phase"] != "Failed", after
     finally:
+        crd.delete_node(node)
+
+
+def test_workers_preempted_by_a_higher_priority_pod_restart_the_job_without_counting(
+        crd: ControlPlane, namespace: str, operator: OperatorProcess) -> None:
+    name, node, priority = "preempted", f"kwok-preempt-{namespace[-6:]}"[:63], f"urgent-{namespace}"[:63]
+    crd.add_node(node, gpus=2)
+    try:
+        crd.kubectl("label", "node", node, f"kubetrain.dev/test-node={node}", "--overwrite")
+        selector = {"kubetrain.dev/test-node": node}
+        create(crd, namespace, training(name, runPolicy={"backoffLimit": 0}, scheduling={"nodeSelector": selector}))
+        wait_for_status(crd, namespace, name, operator, phase="Running", timeout=180)
+        # another team's pod that needs both GPUs of the node, at a higher priority: kube-scheduler preempts the
+        # workers (DisruptionTarget, reason PreemptionByScheduler) and deletes them to make room
+        crd.kubectl("create", "--filename=-", input=json.dumps(
+            {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": priority},
+             "value": 1000000}))
+        crd.kubectl("create", "--namespace", namespace, "--filename=-", input=json.dumps(
+            {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "urgent"},
+             "spec": {"priorityClassName": priority, "nodeSelector": selector,
+                      "containers": [{"name": "main", "image": "urgent:1",
+                                      "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}}))
+        event = restart_event(crd, namespace, name, "Preempted")
+        assert "not counted toward backoffLimit" in event["message"], event
+        assert "PreemptionByScheduler" in event["message"] and f"{name}-worker-" in event["message"], event
+        after = wait_for_status(crd, namespace, name, operator, attempt=1, timeout=120)
+        assert after["restarts"] == 0 and after["ignoredFailures"] >= 1 and after["phase"] != "Failed", after
+
+        def urgent_node() -> str | None:
+            return crd.get("pod", "urgent", namespace)["spec"].get("nodeName")
+
+        assert wait_until(urgent_node, 120, message="the urgent pod bound where the workers were") == node
+    finally:
+        crd.kubectl("delete", "pod", "urgent", "--namespace", namespace, "--ignore-not-found", "--wait=false")
+        crd.kubectl("delete", "priorityclass", priority, "--ignore-not-found")
         crd.delete_node(node)
 
 
