@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kubetrain.children import CHILD_KINDS, ChildKind
@@ -23,6 +23,7 @@ Obj = Mapping[str, Any]
 JobKey = tuple[str, str]  # (namespace, job name)
 TRAININGS = "trainings"
 WRITTEN_TTL_SECONDS = 120.0
+DEPARTED_TTL_SECONDS = 300.0
 
 
 def resource_version(obj: Obj) -> int:
@@ -94,12 +95,45 @@ class Written:
             return obj
 
 
+class Departed:
+    """The last state of pods deleted while Kubernetes was taking them away (DisruptionTarget: node lost, preempted,
+    evicted), by job, for a while: the pod GC or the taint manager can delete a pod right after marking it, before any
+    pass saw the mark, and the pass that finds the pod gone must still say why and not count it (thread-safe)."""
+
+    def __init__(self, ttl: float = DEPARTED_TTL_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
+        self._ttl = ttl
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._pods: dict[JobKey, dict[str, tuple[float, dict[str, Any]]]] = {}
+
+    def remember(self, key: JobKey, pod: Obj) -> None:
+        with self._lock:
+            self._pods.setdefault(key, {})[pod["metadata"]["name"]] = (self._clock(), dict(pod))
+
+    def forget_job(self, key: JobKey) -> None:
+        with self._lock:
+            self._pods.pop(key, None)
+
+    def of_job(self, key: JobKey) -> list[dict[str, Any]]:
+        """The job's departed pods, dropping those older than the time to live."""
+        now = self._clock()
+        with self._lock:
+            kept = {name: entry for name, entry in self._pods.get(key, {}).items() if now - entry[0] <= self._ttl}
+            if kept:
+                self._pods[key] = kept
+            else:
+                self._pods.pop(key, None)
+            return [pod for _, pod in kept.values()]
+
+
 @dataclass(frozen=True)
 class Snapshot:
-    """One job's world for one pass: its body and the children it owns, grouped by `CHILD_KINDS` field."""
+    """One job's world for one pass: its body, the children it owns, grouped by `CHILD_KINDS` field, and its pods
+    that left with a disruption mark (`Departed`)."""
 
     training: dict[str, Any]
     children: dict[str, list[Obj]]
+    departed: list[Obj] = field(default_factory=list)
 
     @property
     def key(self) -> JobKey:
@@ -110,7 +144,8 @@ class Snapshot:
 Index = Mapping[JobKey, Iterable[Obj]]  # a kopf index: (namespace, job name) -> the objects under that key
 
 
-def take_snapshot(key: JobKey, trainings: Index, indexes: Mapping[str, Index], written: Written) -> Snapshot | None:
+def take_snapshot(key: JobKey, trainings: Index, indexes: Mapping[str, Index], written: Written,
+                  departed: Departed | None = None) -> Snapshot | None:
     """The job's world, or None when the watch no longer has the job (deleted: its children go with it)."""
     observed = next(iter(trainings.get(key, ())), None)
     if observed is None:
@@ -123,7 +158,11 @@ def take_snapshot(key: JobKey, trainings: Index, indexes: Mapping[str, Index], w
         fresh = written.unseen(child.field, key[0], names)
         objects += [obj for obj in fresh if (obj["metadata"].get("labels") or {}).get(LABEL_JOB) == key[1]]
         listed[child.field] = objects
-    return Snapshot(training, owned(listed, training["metadata"]["uid"]))
+    children = owned(listed, training["metadata"]["uid"])
+    present = {pod["metadata"]["name"] for pod in children["pods"]}
+    gone: list[Obj] = [pod for pod in (departed.of_job(key) if departed else [])
+            if pod["metadata"]["name"] not in present and owned_by(pod, {training["metadata"]["uid"]})]
+    return Snapshot(training, children, gone)
 
 
 def owned(listed: Mapping[str, list[Obj]], uid: str) -> dict[str, list[Obj]]:

@@ -92,6 +92,11 @@ def pod_failure(pod: Obj, role: str) -> Failure | None:
     return None
 
 
+def is_disrupted(pod: Obj) -> bool:
+    """Whether Kubernetes marked the pod for taking away (DisruptionTarget True)."""
+    return any(c.get("type") == DISRUPTION_TARGET and c.get("status") == "True" for c in _conditions(pod))
+
+
 def _disruption(pod: Obj, role: str, name: str) -> tuple[str, str] | None:
     """(reason, message) when Kubernetes is taking the pod away (DisruptionTarget True), naming the node."""
     for condition in _conditions(pod):

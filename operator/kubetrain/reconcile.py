@@ -19,12 +19,13 @@ from typing import Any
 import kopf
 
 from kubetrain import settings as settings_module
-from kubetrain.cache import TRAININGS, Snapshot, Written, slim, take_snapshot
+from kubetrain.cache import TRAININGS, Departed, Snapshot, Written, slim, take_snapshot
 from kubetrain.children import CHILD_KINDS, ChildKind
 from kubetrain.contract import GROUP, LABEL_JOB, PLURAL, VERSION
 from kubetrain.kube import Kube, load_api_client
 from kubetrain.leader import Elector, owned_by_pod
 from kubetrain.lean import trim
+from kubetrain.pod_state import is_disrupted
 from kubetrain.queue import Key, SyncQueue
 from kubetrain.sync import sync_training
 
@@ -47,13 +48,15 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: 
     api_client.configuration.connection_pool_maxsize = config.sync_threads * 3  # passes and their parallel writes
     kube = Kube(api_client)
     written = Written()
+    departed = Departed()
     trainings = kwargs[INDEX + TRAININGS]
     indexes = {child.field: kwargs[INDEX + child.field] for child in CHILD_KINDS}
 
     def read(key: Key) -> Snapshot | None:
-        return take_snapshot(key, trainings, indexes, written)
+        return take_snapshot(key, trainings, indexes, written, departed)
 
     memo.written = written
+    memo.departed = departed
     memo.elector = None
     if config.lease_name:
         identity = f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
@@ -108,6 +111,7 @@ async def on_training(event: kopf.RawEvent, name: str, namespace: str | None, bo
     if event.get("type") == "DELETED":
         memo.queue.forget((namespace, name))
         memo.written.forget(TRAININGS, namespace, name)
+        memo.departed.forget_job((namespace, name))
         return
     if not memo.written.echo(TRAININGS, body):  # the operator's own status write coming back: nothing new
         await memo.queue.poke((namespace, name))
@@ -127,11 +131,15 @@ def _watch_child(child: ChildKind) -> None:
             memo.queue.poke_soon(key)
         return {key: slim(child, body)}
 
-    async def on_deleted(name: str, namespace: str | None, labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
+    async def on_deleted(name: str, namespace: str | None, labels: kopf.Labels, body: kopf.Body, memo: kopf.Memo,
+                         **_: Any) -> None:  # fmt: skip
         if namespace is None:
             return
         memo.written.forget(child.field, namespace, name)
-        await memo.queue.poke((namespace, labels[LABEL_JOB]))
+        key = (namespace, labels[LABEL_JOB])
+        if child.field == "pods" and is_disrupted(body):  # its last state says why it went
+            memo.departed.remember(key, slim(child, body))
+        await memo.queue.poke(key)
 
     labels = {LABEL_JOB: kopf.PRESENT}
     kopf.index(child.group, child.version, child.plural, id=INDEX + child.field, labels=labels)(index)

@@ -58,7 +58,7 @@ def sync_training(kube: Kube, written: Written, snapshot: Snapshot, pool: Execut
     except SpecError as error:
         _fail(writer, status, reasons.INVALID_SPEC, f"invalid spec: {error}", now)
         return None
-    plan = decide(job, status, Children(**snapshot.children), now)
+    plan = decide(job, status, Children(**snapshot.children, departed=snapshot.departed), now)
     try:
         _apply(writer, status, plan, job)
     except ChildRefused as refused:  # what the parser could not foresee

@@ -65,6 +65,7 @@ class Children:
     serviceaccounts: list[Obj] = field(default_factory=list)
     roles: list[Obj] = field(default_factory=list)
     rolebindings: list[Obj] = field(default_factory=list)
+    departed: list[Obj] = field(default_factory=list)  # pods deleted with a disruption mark (kubetrain.cache.Departed)
 
     def named(self, kind_list: list[Obj], name: str) -> Obj | None:
         return next((o for o in kind_list if o["metadata"]["name"] == name), None)

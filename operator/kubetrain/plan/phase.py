@@ -47,6 +47,10 @@ def current_failure(world: World) -> Failure | None:
     if world.launcher is not None:
         for index in range(job.spec.workers):
             pod = world.workers.get(index)
+            gone = world.departed.get(index) if pod is None else None
+            failure = pod_failure(gone, ROLE_WORKER) if gone is not None else None
+            if failure is not None:  # deleted right after Kubernetes marked it: say why, as if seen marked
+                return failure
             if pod is None or is_terminating(pod):
                 return Failure(r.WORKER_LOST, f"worker pod {worker_name(job.name, index)} disappeared during training",
                                Cause("Worker"))

@@ -26,6 +26,7 @@ class World:
     workers: dict[int, Obj]  # the current attempt's worker pods by index, terminating ones included
     launcher: Obj | None  # the current attempt's launcher Job
     launcher_pod: Obj | None  # its newest pod
+    departed: dict[int, Obj]  # the current attempt's workers deleted with a disruption mark (not in workers)
 
     @property
     def live_workers(self) -> dict[int, Obj]:
@@ -40,6 +41,11 @@ def observe(job: Job, status: Mapping[str, Any], children: Children, now: dateti
         if role_of(pod) == ROLE_WORKER and attempt_of(pod) == attempt
     }
     launcher = next((j for j in children.jobs if role_of(j) == ROLE_LAUNCHER), None)
+    departed = {
+        int(pod["metadata"]["labels"].get(LABEL_INDEX, "0")): pod
+        for pod in children.departed
+        if role_of(pod) == ROLE_WORKER and attempt_of(pod) == attempt
+    }
     pods = sorted((p for p in children.pods if role_of(p) == ROLE_LAUNCHER and attempt_of(p) == attempt),
                   key=lambda p: p["metadata"].get("creationTimestamp") or "")  # fmt: skip
     return World(
@@ -53,4 +59,5 @@ def observe(job: Job, status: Mapping[str, Any], children: Children, now: dateti
         workers=workers,
         launcher=launcher if launcher is not None and attempt_of(launcher) == attempt else None,
         launcher_pod=pods[-1] if pods else None,
+        departed={index: pod for index, pod in departed.items() if index not in workers},
     )

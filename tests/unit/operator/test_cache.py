@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from kubetrain.cache import TRAININGS, Written, owned, resource_version, slim, take_snapshot
+from kubetrain.cache import TRAININGS, Departed, Written, owned, resource_version, slim, take_snapshot
 from kubetrain.children import BY_KIND, CHILD_KINDS
 from kubetrain.plan import Children
 
@@ -39,8 +39,8 @@ def training(version: int, **status: Any) -> dict[str, Any]:
     return body
 
 
-def test_planner_children_have_one_field_per_registered_child_kind():
-    assert [f.name for f in dataclasses.fields(Children)] == [child.field for child in CHILD_KINDS]
+def test_planner_children_have_one_field_per_registered_child_kind_and_the_departed_pods():
+    assert [f.name for f in dataclasses.fields(Children)] == [child.field for child in CHILD_KINDS] + ["departed"]
 
 
 def test_a_status_the_operator_wrote_wins_until_the_watch_delivers_it():
@@ -115,3 +115,21 @@ def test_the_cache_keeps_no_key_material():
 def test_resource_versions_compare_as_numbers():
     assert resource_version(obj("a", 10)) > resource_version(obj("a", 9))
     assert resource_version({"metadata": {}}) == -1
+
+
+def test_departed_pods_reach_the_snapshot_while_gone_and_owned_then_expire() -> None:
+    clock = Clock()
+    departed = Departed(ttl=300, clock=clock)
+    gone, other_job = obj("cifar-worker-1", 9), obj("cifar-worker-0", 9, owner="uid-of-a-namesake-deleted-before")
+    departed.remember((NS, JOB), gone)
+    departed.remember((NS, JOB), other_job)
+    snapshot = take_snapshot((NS, JOB), {(NS, JOB): [training(3)]}, indexes(), Written(), departed)
+    assert snapshot is not None and snapshot.departed == [gone]
+    back = take_snapshot((NS, JOB), {(NS, JOB): [training(3)]}, indexes(pods=[obj("cifar-worker-1", 12)]), Written(),
+                         departed)
+    assert back is not None and back.departed == [], "a pod of that name exists again: the live one counts"
+    clock.now = 301
+    assert departed.of_job((NS, JOB)) == []
+    departed.remember((NS, JOB), gone)
+    departed.forget_job((NS, JOB))
+    assert departed.of_job((NS, JOB)) == []

@@ -53,6 +53,27 @@ def test_a_disruption_restarts_without_counting_and_names_its_cause(why: str, re
         assert "node gpu-node-3 lost" in plan.status["message"]
 
 
+def test_a_worker_deleted_right_after_its_disruption_mark_still_restarts_without_counting() -> None:
+    """The pod GC marks a pod of a deleted node and deletes it at once: the pass finds it gone, with its last state
+    (the watch's deletion event) kept aside as departed."""
+    job = job_of(runPolicy={"backoffLimit": 0})
+    batch, pod = launcher(job)
+    gone = disrupted(job, 1, "DeletionByPodGC")
+    children = Children(pods=[worker(job, 0), pod], jobs=[batch], departed=[gone], **config_children(job))
+    plan = decide_plan(job, RUNNING, children, NOW)
+    assert plan.status["reason"] == r.NODE_LOST and "node gpu-node-3 lost" in plan.status["message"]
+    assert plan.status["restarts"] == 0 and plan.status["ignoredFailures"] == 1 and plan.status["attempt"] == 1
+
+
+def test_a_departed_pod_of_an_earlier_attempt_or_unmarked_loss_is_still_a_counted_worker_loss() -> None:
+    job = job_of(runPolicy={"backoffLimit": 1})
+    batch, pod = launcher(job, attempt=1)
+    old = disrupted(job, 1, "DeletionByPodGC")  # attempt 0's worker 1
+    children = Children(pods=[worker(job, 0, attempt=1), pod], jobs=[batch], departed=[old], **config_children(job))
+    plan = decide_plan(job, {**RUNNING, "attempt": 1}, children, NOW)
+    assert plan.status["reason"] == r.WORKER_LOST and plan.status["restarts"] == 1
+
+
 def test_the_launchers_bad_configuration_exit_fails_at_once_with_restarts_left() -> None:
     job = job_of(runPolicy={"backoffLimit": 3})
     batch, pod = launcher_exit(job, 2)
