@@ -158,10 +158,11 @@ def take_snapshot(key: JobKey, trainings: Index, indexes: Mapping[str, Index], w
         fresh = written.unseen(child.field, key[0], names)
         objects += [obj for obj in fresh if (obj["metadata"].get("labels") or {}).get(LABEL_JOB) == key[1]]
         listed[child.field] = objects
-    children = owned(listed, training["metadata"]["uid"])
+    uid = training["metadata"]["uid"]
+    children = owned(listed, uid)
     present = {pod["metadata"]["name"] for pod in children["pods"]}
     gone: list[Obj] = [pod for pod in (departed.of_job(key) if departed else [])
-            if pod["metadata"]["name"] not in present and owned_by(pod, {training["metadata"]["uid"]})]
+                       if pod["metadata"]["name"] not in present and owned_by(pod, {uid})]
     return Snapshot(training, children, gone)
 
 

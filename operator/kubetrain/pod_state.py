@@ -94,21 +94,26 @@ def pod_failure(pod: Obj, role: str) -> Failure | None:
 
 def is_disrupted(pod: Obj) -> bool:
     """Whether Kubernetes marked the pod for taking away (DisruptionTarget True)."""
-    return any(c.get("type") == DISRUPTION_TARGET and c.get("status") == "True" for c in _conditions(pod))
+    return _disruption_mark(pod) is not None
+
+
+def _disruption_mark(pod: Obj) -> Obj | None:
+    return next((c for c in _conditions(pod) if c.get("type") == DISRUPTION_TARGET and c.get("status") == "True"),
+                None)
 
 
 def _disruption(pod: Obj, role: str, name: str) -> tuple[str, str] | None:
     """(reason, message) when Kubernetes is taking the pod away (DisruptionTarget True), naming the node."""
-    for condition in _conditions(pod):
-        if condition.get("type") == DISRUPTION_TARGET and condition.get("status") == "True":
-            why = str(condition.get("reason") or "Disrupted")
-            reason = DISRUPTIONS.get(why, reasons.DISRUPTED)
-            node = (pod.get("spec") or {}).get("nodeName") or "no node"
-            detail = f"{why}: {condition['message']}" if condition.get("message") else why
-            if reason == reasons.NODE_LOST:
-                return reason, f"{role} pod {name}: node {node} lost ({detail})"
-            return reason, f"{role} pod {name} on node {node}: {detail}"
-    return None
+    condition = _disruption_mark(pod)
+    if condition is None:
+        return None
+    why = str(condition.get("reason") or "Disrupted")
+    reason = DISRUPTIONS.get(why, reasons.DISRUPTED)
+    node = (pod.get("spec") or {}).get("nodeName") or "no node"
+    detail = f"{why}: {condition['message']}" if condition.get("message") else why
+    if reason == reasons.NODE_LOST:
+        return reason, f"{role} pod {name}: node {node} lost ({detail})"
+    return reason, f"{role} pod {name} on node {node}: {detail}"
 
 
 def _exit_code(pod: Obj) -> int | None:

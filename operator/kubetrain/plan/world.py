@@ -3,7 +3,7 @@ workers, launcher Job and launcher pod picked out of them."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -35,17 +35,8 @@ class World:
 
 def observe(job: Job, status: Mapping[str, Any], children: Children, now: datetime) -> World:
     attempt = int(status.get("attempt", 0))
-    workers = {
-        int(pod["metadata"]["labels"].get(LABEL_INDEX, "0")): pod
-        for pod in children.pods
-        if role_of(pod) == ROLE_WORKER and attempt_of(pod) == attempt
-    }
+    workers = workers_by_index(children.pods, attempt)
     launcher = next((j for j in children.jobs if role_of(j) == ROLE_LAUNCHER), None)
-    departed = {
-        int(pod["metadata"]["labels"].get(LABEL_INDEX, "0")): pod
-        for pod in children.departed
-        if role_of(pod) == ROLE_WORKER and attempt_of(pod) == attempt
-    }
     pods = sorted((p for p in children.pods if role_of(p) == ROLE_LAUNCHER and attempt_of(p) == attempt),
                   key=lambda p: p["metadata"].get("creationTimestamp") or "")  # fmt: skip
     return World(
@@ -59,5 +50,12 @@ def observe(job: Job, status: Mapping[str, Any], children: Children, now: dateti
         workers=workers,
         launcher=launcher if launcher is not None and attempt_of(launcher) == attempt else None,
         launcher_pod=pods[-1] if pods else None,
-        departed={index: pod for index, pod in departed.items() if index not in workers},
+        departed={index: pod for index, pod in workers_by_index(children.departed, attempt).items()
+                  if index not in workers},
     )
+
+
+def workers_by_index(pods: Iterable[Obj], attempt: int) -> dict[int, Obj]:
+    """The worker pods of `attempt` among `pods`, by index."""
+    return {int(pod["metadata"]["labels"].get(LABEL_INDEX, "0")): pod for pod in pods
+            if role_of(pod) == ROLE_WORKER and attempt_of(pod) == attempt}
