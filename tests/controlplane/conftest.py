@@ -28,8 +28,9 @@ from pathlib import Path
 import pytest
 
 import gang_schedulers as gang
-from cluster import ControlPlane, ControlPlaneError, fresh_namespace
+from cluster import ControlPlane, fresh_namespace
 from operator_harness import OperatorProcess, install_crd, operator_log_dir
+from session_plane import session_plane
 
 HERE = Path(__file__).resolve().parent
 GANG_NODES = tuple((f"kwok-gang-{index}", 2) for index in range(4))
@@ -44,14 +45,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     """The running control plane, shared by every test of the session and stopped at its end."""
-    try:
-        plane = ControlPlane.start(tmp_path_factory.mktemp("controlplane"))
-    except ControlPlaneError as error:
-        pytest.fail(f"could not start the test control plane: {error}", pytrace=False)
-    try:
-        yield plane
-    finally:
-        plane.stop()
+    yield from session_plane(tmp_path_factory.mktemp("controlplane"), "the test control plane")
 
 
 @pytest.fixture
@@ -64,15 +58,8 @@ def namespace(control_plane: ControlPlane, request: pytest.FixtureRequest) -> It
 @pytest.fixture(scope="session")
 def gang_control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     """A control plane with both gang schedulers beside the default one and 4 nodes x 2 GPUs; stopped at the end."""
-    try:
-        plane = ControlPlane.start(tmp_path_factory.mktemp("gang-controlplane"), nodes=GANG_NODES,
-                                   gang_schedulers=gang.GANG_SCHEDULERS)
-    except ControlPlaneError as error:
-        pytest.fail(f"could not start the gang-scheduling control plane: {error}", pytrace=False)
-    try:
-        yield plane
-    finally:
-        plane.stop()
+    yield from session_plane(tmp_path_factory.mktemp("gang-controlplane"), "the gang-scheduling control plane",
+                             nodes=GANG_NODES, gang_schedulers=gang.GANG_SCHEDULERS)
 
 
 @pytest.fixture

@@ -24,8 +24,9 @@ sys.path.insert(0, str(HERE.parent / "controlplane"))
 
 from figures import FIGURES, RESULTS  # noqa: E402
 
-from cluster import ControlPlane, ControlPlaneError, fresh_namespace  # noqa: E402
+from cluster import ControlPlane, fresh_namespace  # noqa: E402
 from operator_harness import install_crd  # noqa: E402
+from session_plane import session_plane  # noqa: E402
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -51,14 +52,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 @pytest.fixture(scope="session")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    try:
-        plane = ControlPlane.start(tmp_path_factory.mktemp("reliability-plane"))
-    except ControlPlaneError as error:
-        pytest.fail(f"could not start the test control plane: {error}", pytrace=False)
-    try:
-        yield plane
-    finally:
-        plane.stop()
+    yield from session_plane(tmp_path_factory.mktemp("reliability-plane"), "the test control plane")
 
 
 @pytest.fixture(scope="session")

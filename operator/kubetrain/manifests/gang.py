@@ -50,7 +50,6 @@ def join_gang(pod: dict[str, Any], job: Job, gang: Gang) -> None:
         pod["metadata"].setdefault("annotations", {})[VOLCANO_ANNOTATION] = group
 
 
-
 def _times(quantity: Any, count: int) -> str:
     """`count` x a Kubernetes quantity, as a plain-number quantity ("16Gi" x 2 -> "34359738368")."""
     text = format(parse_quantity(quantity) * count, "f")
