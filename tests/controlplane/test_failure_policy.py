@@ -101,7 +101,11 @@ def test_workers_preempted_by_a_higher_priority_pod_restart_the_job_without_coun
 
         assert wait_until(urgent_node, 120, message="the urgent pod bound where the workers were") == node
     finally:
-        crd.kubectl("delete", "pod", "urgent", "--namespace", namespace, "--ignore-not-found", "--wait=false")
+        # everything on the node goes while the node is there: pods of a deleted node would wait for the pod GC and
+        # keep the namespace terminating, where a later test's cluster-wide operator would still see this job
+        crd.kubectl("delete", "distributedtraining", name, "--namespace", namespace, "--ignore-not-found",
+                    "--wait=true")
+        crd.kubectl("delete", "pods", "--all", "--namespace", namespace, "--wait=true")
         crd.kubectl("delete", "priorityclass", priority, "--ignore-not-found")
         crd.delete_node(node)
 

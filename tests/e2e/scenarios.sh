@@ -115,7 +115,7 @@ wait_phase() {
 # shows its epochs and metric; prints the checkpoint path.
 check_finished() {
   local name=$1 epochs=$2 row header
-  header=$(kc get distributedtraining "$name" --namespace "$NS" | head -n1)
+  header=$(kc get distributedtraining "$name" --namespace "$NS" | sed -n 1p) # sed reads all: no SIGPIPE under pipefail
   [[ "$header" =~ ^NAME\ +PHASE\ +WORKERS\ +EPOCH\ +METRIC\ +AGE$ ]] ||
     fail "kubectl get dtr should show the columns NAME PHASE WORKERS EPOCH METRIC AGE: $header"
   row=$(kc get distributedtraining "$name" --namespace "$NS" --no-headers)
@@ -191,7 +191,7 @@ scenario_restart() {
   [ "$(status "$name" restarts)" = 1 ] || fail "$name has status.restarts=$(status "$name" restarts), expected 1"
   launcher=$(kc get pods --namespace "$NS" --selector="kubetrain.dev/job-name=$name,kubetrain.dev/role=launcher" \
     --sort-by=.metadata.creationTimestamp --output=jsonpath='{.items[-1:].metadata.name}')
-  restored=$(kc logs "$launcher" --namespace "$NS" | grep -o 'restored .* (epoch [0-9]*' | head -n1 || true)
+  restored=$(kc logs "$launcher" --namespace "$NS" | grep -o 'restored .* (epoch [0-9]*' | sed -n 1p || true)
   [[ "$restored" =~ \(epoch\ ([0-9]+)$ ]] && [ "${BASH_REMATCH[1]}" -ge 1 ] ||
     fail "the new attempt's launcher $launcher did not log a resume from epoch 1 or later"
   log "phases: $(phases "$name"); the new attempt logged: $restored"
