@@ -17,6 +17,7 @@ images: setup
 	images/build.sh
 
 test: lint images
+	tests/images/byo/build.sh
 	tests/controlplane/build.sh
 	tests/controlplane/build-gang-schedulers.sh
 	tests/bench/peer/build.sh

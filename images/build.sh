@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds every kubetrain image into the local Docker engine (`make images`): kubetrain/base, kubetrain/operator and one
-# image per training program (kubetrain/cifar-mixup, ucluster, mnist, higgs), tagged with the chart's appVersion.
+# Builds every kubetrain image into the local Docker engine (`make images`): kubetrain/base, kubetrain/operator,
+# kubetrain/entrypoints (what every job pod runs, copied in by an init container) and one image per training program (kubetrain/cifar-mixup, ucluster, mnist, higgs), tagged with the chart's appVersion.
 # Starts the engine and makes the public base image available first (.ci/docker-engine, .ci/base-images), and puts
 # the Horovod wheel .ci/setup built on this machine into the base image's context (images/base/wheels/) so Horovod is
 # compiled once per machine. Docker's layer cache does the rest: a change in jobs/ rebuilds only the program layers.
@@ -15,7 +15,7 @@ cd "$repo"
 tag=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' charts/kubetrain/Chart.yaml)
 programs=(cifar_mixup ucluster mnist higgs)
 wanted=("$@")
-[ ${#wanted[@]} -gt 0 ] || wanted=(base operator "${programs[@]}")
+[ ${#wanted[@]} -gt 0 ] || wanted=(base operator entrypoints "${programs[@]}")
 
 rm -f images/base/wheels/*.whl
 if [ -d .venv/wheels ] && compgen -G ".venv/wheels/horovod-*.whl" >/dev/null; then
@@ -24,7 +24,7 @@ fi
 
 build() { # build IMAGE-DIR: docker build of images/<dir>/Dockerfile as kubetrain/<dir with - for _>:<tag>
   local dir=$1 name="kubetrain/${1//_/-}:$tag" start=$SECONDS args=()
-  [ "$dir" = base ] || [ "$dir" = operator ] || args=(--build-arg "BASE_IMAGE=kubetrain/base:$tag")
+  case $dir in base | operator | entrypoints) ;; *) args=(--build-arg "BASE_IMAGE=kubetrain/base:$tag") ;; esac
   if ! docker build --quiet --file "images/$dir/Dockerfile" --tag "$name" "${args[@]}" . >/tmp/kubetrain-build-$$.log 2>&1
   then
     tail -n 60 /tmp/kubetrain-build-$$.log >&2

@@ -13,7 +13,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubetrain.contract import CONTAINER_NAMES, ENV_PREFIX, IMAGE_PATHS, KIND, RESERVED_MOUNT_PATHS
+from kubetrain.contract import (
+    CONTAINER_NAMES,
+    ENTRYPOINTS_IMAGE,
+    ENV_PREFIX,
+    IMAGE_PATHS,
+    KIND,
+    MPI_IMPLEMENTATIONS,
+    RESERVED_MOUNT_PATHS,
+)
 from kubetrain.failure_policy import ACTIONS, DEFAULT_RULES, ROLES, ExitCodes, Rule
 
 # Defaults, declared once (the CRD schema carries the same values; tests/reliability/test_spec_drift.py checks both).
@@ -21,6 +29,10 @@ DEFAULT_WORKERS = 1
 DEFAULT_DATA_MOUNT = "/data"
 DEFAULT_CHECKPOINT_MOUNT = "/checkpoints"
 DEFAULT_WAIT_FOR_WORKERS_SECONDS = 300
+DEFAULT_MPI_IMPLEMENTATION = "OpenMPI"
+# kubetrain/base's user; 0 (root) only when the spec says so.
+DEFAULT_RUN_AS_USER = 1000
+MAX_UID = 2147483647
 DEFAULT_BACKOFF_LIMIT = 3
 DEFAULT_CLEAN_POD_POLICY = "Running"
 CLEAN_POD_POLICIES = ("Running", "All", "None")
@@ -119,10 +131,18 @@ class JobSpec:
     scheduling: Scheduling
     pod_template: Mapping[str, Any]
     image_pull_policy: str | None = None
+    mpi_implementation: str = DEFAULT_MPI_IMPLEMENTATION
+    launcher_runs_ranks: bool = False  # spec.launcher.runAsWorker
+    run_as_user: int = DEFAULT_RUN_AS_USER
 
     @property
     def num_processes(self) -> int:
-        return self.workers * self.slots_per_worker
+        return self.rank_hosts * self.slots_per_worker
+
+    @property
+    def rank_hosts(self) -> int:
+        """Pods that run ranks: the workers, and the launcher with launcher.runAsWorker."""
+        return self.workers + (1 if self.launcher_runs_ranks else 0)
 
 
 @dataclass(frozen=True)
@@ -134,9 +154,11 @@ class Job:
     uid: str
     spec: JobSpec
     labels: Mapping[str, str] = field(default_factory=dict)
+    # Not in the spec: where this installation takes the pods' entrypoints from (the chart's entrypoints.image).
+    entrypoints_image: str = ENTRYPOINTS_IMAGE
 
 
-def parse_job(body: Mapping[str, Any]) -> Job:
+def parse_job(body: Mapping[str, Any], entrypoints_image: str = ENTRYPOINTS_IMAGE) -> Job:
     """Parse a whole DistributedTraining object (as from the API or a job.yaml) into a Job."""
     if body.get("kind", KIND) != KIND:
         raise SpecError("kind", f"expected {KIND}, got {body.get('kind')!r}")
@@ -154,6 +176,7 @@ def parse_job(body: Mapping[str, Any]) -> Job:
         uid=metadata.get("uid") or "",
         spec=parse_spec(body.get("spec")),
         labels=dict(metadata.get("labels") or {}),
+        entrypoints_image=entrypoints_image,
     )
 
 
@@ -172,7 +195,13 @@ def parse_spec(spec: Any) -> JobSpec:
         if not isinstance(item, str) or not item or len(item) > MAX_COMMAND_ITEM_LENGTH:
             raise SpecError(f"spec.command[{index}]", f"must be a string of 1 to {MAX_COMMAND_ITEM_LENGTH} characters")
     resources = _parse_resources(_mapping(spec.get("resources"), "spec.resources"))
-    workers = _integer(spec.get("workers", DEFAULT_WORKERS), "spec.workers", minimum=1, maximum=MAX_WORKERS)
+    launcher = _mapping(spec.get("launcher"), "spec.launcher")
+    runs_ranks = launcher.get("runAsWorker", False)
+    if not isinstance(runs_ranks, bool):
+        raise SpecError("spec.launcher.runAsWorker", "must be true or false")
+    workers = _integer(spec.get("workers", DEFAULT_WORKERS), "spec.workers", minimum=0, maximum=MAX_WORKERS)
+    if workers == 0 and not runs_ranks:
+        raise SpecError("spec.workers", "must be at least 1, or 0 with launcher.runAsWorker: true (a one-pod job)")
     default_slots = resources.gpus_per_worker or 1
     slots = _integer(spec.get("slotsPerWorker", default_slots), "spec.slotsPerWorker", 1, MAX_SLOTS_PER_WORKER)
     if resources.gpus_per_worker and slots > resources.gpus_per_worker:
@@ -185,7 +214,6 @@ def parse_spec(spec: Any) -> JobSpec:
     checkpoint = _parse_volume(spec.get("checkpoint"), "spec.checkpoint", DEFAULT_CHECKPOINT_MOUNT, False)
     if data.mount_path == checkpoint.mount_path:
         raise SpecError("spec.checkpoint.mountPath", f"must differ from spec.data.mountPath ({data.mount_path})")
-    launcher = _mapping(spec.get("launcher"), "spec.launcher")
     wait = _integer(
         launcher.get("waitForWorkersSeconds", DEFAULT_WAIT_FOR_WORKERS_SECONDS),
         "spec.launcher.waitForWorkersSeconds",
@@ -195,6 +223,10 @@ def parse_spec(spec: Any) -> JobSpec:
     pull_policy = spec.get("imagePullPolicy")
     if pull_policy is not None and pull_policy not in ("Always", "IfNotPresent", "Never"):
         raise SpecError("spec.imagePullPolicy", "must be one of Always, IfNotPresent, Never")
+    implementation = _mapping(spec.get("mpi"), "spec.mpi").get("implementation", DEFAULT_MPI_IMPLEMENTATION)
+    if implementation not in MPI_IMPLEMENTATIONS:
+        raise SpecError("spec.mpi.implementation", f"must be one of {', '.join(MPI_IMPLEMENTATIONS)} (the MPI in the "
+                                                   f"image), got {implementation!r}")
     return JobSpec(
         image=image,
         command=tuple(command),
@@ -209,6 +241,9 @@ def parse_spec(spec: Any) -> JobSpec:
         scheduling=_parse_scheduling(_mapping(spec.get("scheduling"), "spec.scheduling"), workers),
         pod_template=_parse_pod_template(spec.get("podTemplate")),
         image_pull_policy=pull_policy,
+        mpi_implementation=implementation,
+        launcher_runs_ranks=runs_ranks,
+        run_as_user=_integer(spec.get("runAsUser", DEFAULT_RUN_AS_USER), "spec.runAsUser", 0, MAX_UID),
     )
 
 
@@ -367,6 +402,8 @@ def _parse_scheduling(raw: Mapping[str, Any], workers: int) -> Scheduling:
 
 def _parse_gang(raw: Mapping[str, Any], workers: int) -> Gang:
     path = "spec.scheduling.gang"
+    if workers == 0:
+        raise SpecError(path, "places worker pods and this job has none (workers: 0); leave the gang out")
     scheduler = raw.get("scheduler")
     if scheduler not in GANG_SCHEDULERS:
         raise SpecError(f"{path}.scheduler", f"must be one of {', '.join(GANG_SCHEDULERS)}, got {scheduler!r}")

@@ -20,7 +20,15 @@ ROLE_CONFIG = "config"
 # Each pod's main container is named for its role: a podTemplate entry of that name changes that pod only.
 CONTAINER_NAMES = (ROLE_WORKER, ROLE_LAUNCHER)
 
-# Paths inside every pod: what kubetrain mounts, and what the image (FROM kubetrain/base) itself holds
+# The image an init container copies the entrypoints from (images/entrypoints), tagged with the chart's appVersion;
+# the chart's entrypoints.image sets another (KUBETRAIN_ENTRYPOINTS_IMAGE), e.g. a mirror.
+ENTRYPOINTS_IMAGE = "kubetrain/entrypoints:0.1.0"
+INIT_CONTAINER = "kubetrain-entrypoints"
+
+# MPI implementations (spec.mpi.implementation): each one's hostfile line for a host with n slots.
+MPI_IMPLEMENTATIONS = {"OpenMPI": "{host} slots={slots}", "IntelMPI": "{host}:{slots}", "MPICH": "{host}:{slots}"}
+
+# Paths inside every pod: what kubetrain mounts, and what kubetrain's own images (FROM kubetrain/base) hold
 SSH_PORT = 2222
 SSH_DIR = "/etc/kubetrain/ssh"
 HOSTS_DIR = "/etc/kubetrain/hosts"

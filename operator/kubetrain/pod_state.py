@@ -8,10 +8,11 @@ from datetime import datetime
 from typing import Any
 
 from kubetrain import reasons
+from kubetrain.contract import INIT_CONTAINER
 from kubetrain.failure_policy import DISRUPTION_TARGET, Cause
 
 IMAGE_ERRORS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
-# images/base/entrypoints/launcher exits 3 when a worker never accepted ssh within launcher.waitForWorkersSeconds
+# the launcher entrypoint exits 3 when a worker never accepted ssh within launcher.waitForWorkersSeconds
 LAUNCHER_UNREACHABLE_EXIT = 3
 CONTAINER_START_ERRORS = ("CreateContainerConfigError", "CreateContainerError", "RunContainerError")
 # Why Kubernetes took a pod away (the DisruptionTarget condition's reason) -> what the job reports.
@@ -74,10 +75,12 @@ def pod_failure(pod: Obj, role: str) -> Failure | None:
     if disruption is not None:
         return Failure(disruption[0], disruption[1], cause)
     failed_reason = reasons.LAUNCHER_FAILED if role == "launcher" else reasons.WORKER_FAILED
-    for container in status.get("containerStatuses") or []:
+    for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
         waiting = (container.get("state") or {}).get("waiting") or {}
         if waiting.get("reason") in IMAGE_ERRORS:
             detail = waiting.get("message") or waiting["reason"]
+            if container.get("name") == INIT_CONTAINER:  # not the job's image: the installation's
+                detail += " (the operator's entrypoints image: the chart's entrypoints.image)"
             return Failure(reasons.IMAGE_PULL_FAILED, f"{role} pod {name}: {waiting['reason']}: {detail}", cause)
         if waiting.get("reason") in CONTAINER_START_ERRORS:
             detail = waiting.get("message") or waiting["reason"]

@@ -62,7 +62,8 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: 
         identity = f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
         memo.elector = Elector(api_client, config.lease_namespace, config.lease_name, identity,
                                owners=owned_by_pod(config.pod_name, config.pod_uid))  # fmt: skip
-    memo.queue = SyncQueue(read, lambda snapshot: sync_training(kube, written, snapshot, writes),
+    image = config.entrypoints_image
+    memo.queue = SyncQueue(read, lambda snapshot: sync_training(kube, written, snapshot, writes, image),
                            config.error_retry_seconds, config.max_retry_seconds,
                            active=lambda: memo.elector is None or memo.elector.leading())  # fmt: skip
     if memo.elector is not None:

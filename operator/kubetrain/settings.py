@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from kubetrain.contract import ENTRYPOINTS_IMAGE
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -24,6 +26,8 @@ class Settings:
     # Pod as its owner, so the garbage collector removes the Lease with the operator (`helm uninstall`).
     pod_name: str = ""
     pod_uid: str = ""
+    # KUBETRAIN_ENTRYPOINTS_IMAGE: the image every job pod's init container copies the entrypoints from.
+    entrypoints_image: str = ENTRYPOINTS_IMAGE
 
 
 def from_environment(environ: dict[str, str] | None = None) -> Settings:
@@ -37,4 +41,5 @@ def from_environment(environ: dict[str, str] | None = None) -> Settings:
         lease_name=env.get("KUBETRAIN_LEASE_NAME", ""),
         pod_name=env.get("KUBETRAIN_POD_NAME", ""),
         pod_uid=env.get("KUBETRAIN_POD_UID", ""),
+        entrypoints_image=env.get("KUBETRAIN_ENTRYPOINTS_IMAGE") or ENTRYPOINTS_IMAGE,
     )

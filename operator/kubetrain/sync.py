@@ -16,6 +16,7 @@ from kubetrain import reasons
 from kubetrain.api import Job, SpecError, parse_job
 from kubetrain.cache import TRAININGS, Snapshot, Written
 from kubetrain.children import BY_KIND
+from kubetrain.contract import ENTRYPOINTS_IMAGE
 from kubetrain.keys import generate_ssh_keypair
 from kubetrain.kube import ChildConflict, ChildRefused, Kube
 from kubetrain.manifests.ssh import build_ssh_secret
@@ -44,7 +45,8 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
 
 
-def sync_training(kube: Kube, written: Written, snapshot: Snapshot, pool: Executor | None = None) -> float | None:
+def sync_training(kube: Kube, written: Written, snapshot: Snapshot, pool: Executor | None = None,
+                  entrypoints_image: str = ENTRYPOINTS_IMAGE) -> float | None:  # fmt: skip
     """Converge one job; returns seconds until it should be looked at again (None: only on the next event).
     Writes that do not depend on each other go out together through `pool` (one by one without it)."""
     body = snapshot.training
@@ -54,7 +56,7 @@ def sync_training(kube: Kube, written: Written, snapshot: Snapshot, pool: Execut
     now = utcnow()
     writer = Writer(kube, written, body, pool)
     try:
-        job = parse_job(body)
+        job = parse_job(body, entrypoints_image)
     except SpecError as error:
         _fail(writer, status, reasons.INVALID_SPEC, f"invalid spec: {error}", now)
         return None

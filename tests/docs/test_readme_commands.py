@@ -73,6 +73,11 @@ NOT_RUN = {
     "VARIANT=gpu -t <registry>/kubetrain/base:0.1.0-gpu .":
         "pulls tensorflow/tensorflow:2.15.0-gpu from a registry (none reachable here) for GPU nodes; the README says "
         "CI has never built it",
+    "mpirun --version": INSIDE_PODS,
+    "mpirun -np <ranks> --hostfile ... --bind-to none --map-by slot -x <every forwarded variable>": INSIDE_PODS,
+    "/bin/sh": MENTION,
+    "kubetrain worker: error: sshd not found in image registry.example.com/own:1: install openssh-server":
+        "the entrypoint's message for an image without sshd, quoted; tests/images/test_own_image.py sees it",
     "docker run --privileged": "the failure .ci/runc-wrapper works around, quoted in a sentence",
     "docker build": MENTION,
     "docker commit": MENTION,
@@ -103,14 +108,13 @@ NOT_RUN = {
     "kubectl apply": MENTION,
     "kubetrain status cifar-mixup -n team-a": f"{CLUSTER}: it reads the job's status from the cluster",
     "kind create cluster --name kubetrain": KIND_CLUSTER,
-    "kind load docker-image --name kubetrain kubetrain/operator:0.1.0 kubetrain/cifar-mixup:0.1.0": KIND_CLUSTER,
+    "kind load docker-image --name kubetrain kubetrain/operator:0.1.0 kubetrain/entrypoints:0.1.0 "
+    "kubetrain/cifar-mixup:0.1.0": KIND_CLUSTER,
     "tests/e2e/run-kind.sh": KIND_CLUSTER,
     "tests/e2e/kind-node/cni.sh": f"configures the nodes of a kind cluster: {KIND_CLUSTER}",
     "kind load docker-image": MENTION,
     "kind build node-image": MENTION,
     "mpirun -x": INSIDE_PODS,
-    "mpirun -np <workers x slots> --hostfile ... --bind-to none --map-by slot -x <every forwarded variable>":
-        INSIDE_PODS,
     "mpirun -np N": PLACEHOLDER,
     "horovodrun --mpi": MENTION,
     "python -m <program>": PLACEHOLDER,

@@ -2,7 +2,8 @@
 # The user's path on a kind cluster, end to end (the scenarios are in scenarios.sh):
 #   kind cluster (1 control plane + 1 worker node, a volume directory shared by both) -> our images built with docker
 #   and loaded with `kind load docker-image` -> helm install -> data + checkpoint PersistentVolumes
-#   -> the scenarios: install, train, restart after a lost worker, an image that does not exist, delete, uninstall.
+#   -> the scenarios: install, train, a user's own image (MPICH, launcher as a worker), restart after a lost worker,
+#   an image that does not exist, delete, uninstall.
 # On failure it prints the nodes, pods, events, DistributedTrainings and every container's log (also saved in
 # $KUBETRAIN_E2E_ARTIFACTS/dump.txt).
 #
@@ -44,6 +45,7 @@ export DOCKER KIND KUBECTL
 TAG=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$REPO/charts/kubetrain/Chart.yaml")
 OPERATOR_IMAGE=kubetrain/operator:$TAG
 BASE_IMAGE=kubetrain/base:$TAG
+ENTRYPOINTS_IMAGE=kubetrain/entrypoints:$TAG
 JOB_IMAGE=kubetrain/cifar-mixup:$TAG
 SYSTEM_NS=kubetrain-system
 NS=kubetrain-e2e
@@ -157,14 +159,17 @@ build_and_load_images() {
   if [ "$SKIP_BUILD" != 1 ]; then
     log "building $BASE_IMAGE (TensorFlow, OpenMPI, Horovod: slow the first time)"
     "$DOCKER" build --file "$REPO/images/base/Dockerfile" --tag "$BASE_IMAGE" "$REPO"
-    log "building $OPERATOR_IMAGE and $JOB_IMAGE"
+    log "building $OPERATOR_IMAGE, $ENTRYPOINTS_IMAGE and $JOB_IMAGE"
     "$DOCKER" build --file "$REPO/images/operator/Dockerfile" --tag "$OPERATOR_IMAGE" "$REPO"
+    "$DOCKER" build --file "$REPO/images/entrypoints/Dockerfile" --tag "$ENTRYPOINTS_IMAGE" "$REPO"
     "$DOCKER" build --file "$REPO/images/cifar_mixup/Dockerfile" --build-arg "BASE_IMAGE=$BASE_IMAGE" \
       --tag "$JOB_IMAGE" "$REPO"
   fi
   local start=$SECONDS
-  log "loading $OPERATOR_IMAGE and $JOB_IMAGE into $CLUSTER"
-  "$KIND" load docker-image --name "$CLUSTER" "$OPERATOR_IMAGE" "$JOB_IMAGE"
+  "$REPO/tests/images/byo/build.sh" >&2
+  OWN_IMAGE=$("$PYTHON" "$REPO/tests/images/byo/tags.py" MPICH)
+  log "loading $OPERATOR_IMAGE, $ENTRYPOINTS_IMAGE, $JOB_IMAGE and $OWN_IMAGE (a user's own image) into $CLUSTER"
+  "$KIND" load docker-image --name "$CLUSTER" "$OPERATOR_IMAGE" "$ENTRYPOINTS_IMAGE" "$JOB_IMAGE" "$OWN_IMAGE"
   log "images loaded in $((SECONDS - start)) s"
 }
 
@@ -212,8 +217,9 @@ scenario_install
 create_volumes
 prepare_data
 scenario_train
+scenario_own_image
 scenario_restart
 scenario_missing_image
 scenario_delete
 scenario_uninstall
-log "PASSED: every kind scenario (install, train, restart, missing image, delete, uninstall)"
+log "PASSED: every kind scenario (install, train, own image, restart, missing image, delete, uninstall)"

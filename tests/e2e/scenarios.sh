@@ -172,6 +172,31 @@ PY"
   log "PASSED scenario train"
 }
 
+# A user's own image (tests/images/byo: Python, sshd and MPICH from PyPI, not FROM kubetrain/base, no uid 1000 in it)
+# as a user writes it: one worker and the launcher as a second, an mpi4py allreduce across both pods.
+scenario_own_image() {
+  local name=own-image log
+  log "scenario own image: $name with $OWN_IMAGE (MPICH), 1 worker + the launcher as a worker"
+  kc apply --namespace "$NS" --filename=- <<EOF
+apiVersion: kubetrain.dev/v1alpha1
+kind: DistributedTraining
+metadata: {name: $name}
+spec:
+  image: $OWN_IMAGE
+  imagePullPolicy: IfNotPresent
+  command: [python, /opt/byo/allreduce.py, "2"]
+  mpi: {implementation: MPICH}
+  workers: 1
+  launcher: {runAsWorker: true}
+  resources: {cpu: 500m, memory: 512Mi}
+EOF
+  wait_phase "$name" Succeeded
+  log=$(kc logs "job/$name-launcher" --namespace "$NS")
+  [[ "$log" == *"allreduce ok: size=2 sum=3 rank0=$name-launcher implementation=MPICH"* ]] ||
+    fail "$name: the launcher's log does not show the 2-rank allreduce with rank 0 on the launcher: $log"
+  log "PASSED scenario own image: $(grep -o 'allreduce ok.*' <<<"$log")"
+}
+
 scenario_restart() {
   local name=cifar-mixup-restart epochs=$((EPOCHS + 1)) deadline epoch="" launcher restored
   render_job "$name" "$epochs"

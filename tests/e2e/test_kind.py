@@ -61,7 +61,7 @@ def test_user_path_on_kind(tmp_path: Path) -> None:
     tag = next(line.split(":", 1)[1].strip().strip('"') for line in
                (HERE.parents[1] / "charts" / "kubetrain" / "Chart.yaml").read_text().splitlines()
                if line.startswith("appVersion:"))
-    if all(docker_has(f"kubetrain/{name}:{tag}") for name in ("operator", "cifar-mixup")):
+    if all(docker_has(f"kubetrain/{name}:{tag}") for name in ("operator", "entrypoints", "cifar-mixup")):
         env.setdefault("KUBETRAIN_E2E_SKIP_BUILD", "1")  # `make images` built them
     result = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=2 * 3600)
     print(result.stdout[-20000:])

@@ -1,11 +1,12 @@
-"""Run the operator's pod objects as Docker containers of our images, doing what kubelet does for them.
+"""Run the operator's pod objects as Docker containers, doing what kubelet does for them.
 
-One user-defined Docker network per job stands in for the cluster network: each worker container gets the pod's
-hostname and, as a network alias, the DNS name the operator's hostfile uses (`<name>-worker-<i>.<name>.<ns>.svc`),
-which Docker's embedded DNS resolves like cluster DNS does. Volumes are host folders laid out as kubelet lays them out
-(tests/launch/pod_emulator.prepare_volume) and bind-mounted; the container's user, groups, read-only root filesystem,
-dropped capabilities and no-new-privileges come from the pod's securityContext. There is no API server here, so
-progress reporting is switched off (the kind tier covers it).
+One user-defined Docker network per job stands in for the cluster network: each container gets the pod's hostname
+and, as a network alias, the DNS name the operator's hostfile uses (`<name>-worker-<i>.<name>.<ns>.svc`), which
+Docker's embedded DNS resolves like cluster DNS does. A pod's init containers run first, each to its end, sharing the
+pod's emptyDir folders with the main container (the entrypoints the main container runs come from one). Volumes are
+host folders laid out as kubelet lays them out (tests/launch/pod_emulator.prepare_volume) and bind-mounted; the
+container's user, groups, read-only root filesystem, dropped capabilities and no-new-privileges come from the pod's
+securityContext. There is no API server here, so progress reporting is switched off (the kind tier covers it).
 """
 
 from __future__ import annotations
@@ -81,38 +82,58 @@ class DockerKubelet:
 
     def start(self, pod: Mapping[str, Any], *, aliases: Sequence[str] = (), command: Sequence[str] | None = None,
               extra_env: Mapping[str, str] | None = None) -> Container:  # fmt: skip
-        """Start the first container of `pod` (a Pod, or a batch Job's pod template); `command` replaces its command."""
+        """Start `pod` (a Pod, or a batch Job's pod template): its init containers one after the other, each to a
+        successful end, then its first container; `command` replaces that container's command."""
         spec = pod["spec"]["template"]["spec"] if pod["kind"] == "Job" else pod["spec"]
-        container = spec["containers"][0]
         name = f"{pod['metadata']['name']}-{self.id}-{len(self.containers)}"
         pod_dir = self.root / name
-        security = spec.get("securityContext", {})
-        fs_group = security.get("fsGroup")
-        args = ["run", "--detach", "--name", name, "--network", self.network]
+        volumes = {v["name"]: self._volume(v, pod_dir, spec) for v in spec.get("volumes", [])}
+        for index, init in enumerate(spec.get("initContainers", [])):
+            args = self._run_args(f"{name}-init-{index}", spec, init, volumes)
+            argv = [*init["command"], *init.get("args", [])]
+            result = docker("run", *args, "--entrypoint", argv[0], init["image"], *argv[1:], check=False, timeout=120)
+            docker("rm", f"{name}-init-{index}", check=False)
+            assert result.returncode == 0, f"init container {init['name']} failed: {result.stderr}"
+        container = spec["containers"][0]
+        args = ["--detach", *self._run_args(name, spec, container, volumes)]
         args += ["--hostname", spec.get("hostname", pod["metadata"]["name"])]
         args += [f"--network-alias={alias}" for alias in aliases]
-        args += ["--user", f"{security.get('runAsUser', 0)}:{security.get('runAsGroup', 0)}"]
-        args += ["--group-add", str(fs_group)] if fs_group is not None else []
-        args += _container_security(container.get("securityContext", {}))
-        volumes = {v["name"]: v for v in spec.get("volumes", [])}
-        for mount in container.get("volumeMounts", []):
-            volume = volumes[mount["name"]]
-            if volume.get("emptyDir", {}).get("medium") == "Memory":
-                args += ["--tmpfs", f"{mount['mountPath']}:mode=1777"]
-                continue
-            folder = prepare_volume(volume, pod_dir / mount["name"], self.objects, self.claims, fs_group)
-            read_only = mount.get("readOnly") or "secret" in volume or "configMap" in volume
-            args += ["--volume", f"{folder}:{mount['mountPath']}{':ro' if read_only else ''}"]
         env = {entry["name"]: entry["value"] for entry in container.get("env", []) if "value" in entry}
         env.update({**NO_API_SERVER, **(extra_env or {})})
         for key, value in env.items():
             args += ["--env", f"{key}={value}"]
         argv = list(command if command is not None else [*container.get("command", []), *container.get("args", [])])
-        args += ["--entrypoint", argv[0], container["image"], *argv[1:]]
-        docker(*args)
+        docker("run", *args, "--entrypoint", argv[0], container["image"], *argv[1:])
         started = Container(name, pod["metadata"]["name"])
         self.containers.append(started)
         return started
+
+    def _volume(self, volume: Mapping[str, Any], pod_dir: Path, spec: Mapping[str, Any]) -> Path | None:
+        """The host folder backing a pod volume (None for a memory-backed emptyDir: a tmpfs per container)."""
+        if volume.get("emptyDir", {}).get("medium") == "Memory":
+            return None
+        fs_group = spec.get("securityContext", {}).get("fsGroup")
+        return prepare_volume(volume, pod_dir / volume["name"], self.objects, self.claims, fs_group)
+
+    def _run_args(self, name: str, spec: Mapping[str, Any], container: Mapping[str, Any],
+                  volumes: Mapping[str, Path | None]) -> list[str]:  # fmt: skip
+        """`docker run` options for one container of a pod: network, user, security, mounts, entrypoint."""
+        security = spec.get("securityContext", {})
+        fs_group = security.get("fsGroup")
+        args = ["--name", name, "--network", self.network]
+        args += ["--user", f"{security.get('runAsUser', 0)}:{security.get('runAsGroup', 0)}"]
+        args += ["--group-add", str(fs_group)] if fs_group is not None else []
+        args += _container_security(container.get("securityContext", {}))
+        for mount in container.get("volumeMounts", []):
+            folder = volumes[mount["name"]]
+            if folder is None:
+                args += ["--tmpfs", f"{mount['mountPath']}:mode=1777"]
+                continue
+            read_only = mount.get("readOnly") or any(
+                kind in volume for volume in spec["volumes"] if volume["name"] == mount["name"]
+                for kind in ("secret", "configMap"))  # fmt: skip
+            args += ["--volume", f"{folder}:{mount['mountPath']}{':ro' if read_only else ''}"]
+        return args
 
     def close(self) -> None:
         names = [c.name for c in self.containers]

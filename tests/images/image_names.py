@@ -6,7 +6,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 PROGRAMS = ("cifar_mixup", "ucluster", "mnist", "higgs")
-IMAGES = ("base", "operator", *PROGRAMS)
+IMAGES = ("base", "operator", "entrypoints", *PROGRAMS)
 TAG = next(
     line.split(":", 1)[1].strip().strip('"')
     for line in (REPO / "charts" / "kubetrain" / "Chart.yaml").read_text().splitlines()

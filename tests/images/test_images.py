@@ -46,3 +46,17 @@ def test_image_ships_no_compiler(images, image):
     """Horovod is compiled in the builder stage; nodes pull only what runs."""
     result = run(images[image], "-c", "command -v g++ gcc cc cmake mpicc || true", entrypoint="sh")
     assert result.stdout.strip() == "", f"{images[image]} contains {result.stdout.split()}"
+
+
+def test_entrypoints_image_copies_the_entrypoints_as_any_uid(images, scratch):
+    """What the pods' init container does, under an arbitrary uid: the copies are executable by every uid."""
+    target = scratch / "entrypoints"
+    target.mkdir(mode=0o777)
+    target.chmod(0o777)
+    result = subprocess.run(["docker", "run", "--rm", "--user", "1000650000:0", "--volume", f"{target}:/target",
+                             images["entrypoints"], "cp", "-R", "/opt/kubetrain/entrypoints/.", "/target/"],
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    for name in ("worker", "launcher"):
+        assert (target / name).stat().st_mode & 0o001, f"{name} is not executable by other uids"
+    assert (target / "lib" / "libnss_wrapper.so").is_file()

@@ -70,7 +70,7 @@ def test_lost_worker_fails_the_launcher_naming_it_and_the_restart_resumes(on_doc
     code = launcher.wait(timeout=180)
     log = launcher.logs()
     assert code != 0, log
-    assert "resume-worker-1.resume.team.svc" in log.split("all workers ready")[-1], log  # mpirun names the lost host
+    assert "resume-worker-1.resume.team.svc" in log.split("all hosts ready")[-1], log  # mpirun names the lost host
     reached = max(epochs_saved(job))
     assert reached < epochs, "training finished before the worker was lost; nothing to resume"
 

@@ -5,9 +5,10 @@
   and are group-readable, as kubelet makes them.
 - emptyDir volumes are fresh folders; PersistentVolumeClaims map to folders the test shares between pods.
 - There is no mount namespace per container: a path under a mountPath in the container's env or command is rewritten
-  to the folder backing that mount, and /opt/kubetrain/entrypoints/ points at images/base/entrypoints/. The job's
-  data and checkpoint paths are rewritten in every pod, also in the launcher that does not mount them: it forwards
-  them to the ranks (`mpirun -x`), which in a cluster is harmless because every pod sees the same path.
+  to the folder backing that mount, and /opt/kubetrain/entrypoints/ points at images/entrypoints/ (what the pod's
+  init container copies; init containers are not run here). The job's data and checkpoint paths are rewritten in
+  every pod, also in the launcher that does not mount them: it forwards them to the ranks (`mpirun -x`), which in a
+  cluster is harmless because every pod sees the same path.
 - The container runs as the pod's runAsUser/runAsGroup with fsGroup as a supplementary group, unless the test asks for
   root (the Python environment here lives under /root, which uid 1000 cannot read).
 """
@@ -29,7 +30,7 @@ from netns_hosts import Host, Network
 from kubetrain.contract import ENTRYPOINTS
 
 REPO = Path(__file__).resolve().parents[2]
-ENTRYPOINTS_SOURCE = REPO / "images" / "base" / "entrypoints"
+ENTRYPOINTS_SOURCE = REPO / "images" / "entrypoints"
 # The image's PATH: the Python environment first (here: the one running the tests), then the system's.
 IMAGE_PATH = f"{Path(sys.executable).parent}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 

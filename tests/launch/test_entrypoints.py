@@ -104,7 +104,7 @@ def test_worker_that_never_starts_fails_the_launcher_within_the_bound(deploy):
     assert f"worker {present} accepts ssh" in output and "rank " not in output
 
 
-ENTRYPOINTS = Path(__file__).resolve().parents[2] / "images" / "base" / "entrypoints"
+ENTRYPOINTS = Path(__file__).resolve().parents[2] / "images" / "entrypoints"
 
 
 def run_entrypoint(name: str, args: list[str], env: dict[str, str], home: Path) -> subprocess.CompletedProcess[str]:

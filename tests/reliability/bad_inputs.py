@@ -119,6 +119,13 @@ CORPUS: list[BadInput] = [
              spec_set("scheduling.gang", {"scheduler": "Coscheduling", "minAvailable": 3})),
     BadInput("gang-queue-without-volcano", "combination", "spec.scheduling.gang.queue",
              spec_set("scheduling.gang", {"scheduler": "Coscheduling", "queue": "research"})),
+    BadInput("gang-without-workers", "combination", "spec.scheduling.gang",
+             both(spec_set("workers", 0), spec_set("launcher.runAsWorker", True),
+                  spec_set("scheduling.gang", {"scheduler": "Coscheduling"}))),
+    BadInput("mpi-implementation-unknown", "enum", "spec.mpi.implementation",
+             spec_set("mpi.implementation", "OpenMPI5")),
+    BadInput("run-as-worker-string", "type", "spec.launcher.runAsWorker", spec_set("launcher.runAsWorker", "yes")),
+    BadInput("run-as-user-negative", "range", "spec.runAsUser", spec_set("runAsUser", -1)),
     # missing fields
     BadInput("no-spec", "missing", "spec", lambda body: body.pop("spec")),
     BadInput("no-image", "missing", "spec.image", spec_drop("image")),

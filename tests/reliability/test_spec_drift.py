@@ -28,6 +28,9 @@ VALID = {
                              "data": {"claimName": "hdf5.data-1", "mountPath": "/data/"},
                              "checkpoint": {"claimName": "ckpt", "mountPath": "/opt/checkpoints"},
                              "scheduling": {"priorityClassName": "high-priority"}}},
+    "one-pod-own-image-as-root": {**valid_body("ok"), "spec": {**valid_body("ok")["spec"], "workers": 0,
+                                  "launcher": {"runAsWorker": True}, "mpi": {"implementation": "IntelMPI"},
+                                  "runAsUser": 0}},
     "hostile-but-valid": {**valid_body("ok"), "spec": {**valid_body("ok")["spec"], "command": HOSTILE_COMMAND,
                                                         "env": HOSTILE_ENV}},
 }

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from kubetrain.api import parse_job
-from kubetrain.contract import ENTRYPOINTS
+from kubetrain.api import DEFAULT_RUN_AS_USER, parse_job
+from kubetrain.contract import ENTRYPOINTS, ENTRYPOINTS_IMAGE
 from kubetrain.manifests.launcher import build_launcher_job
-from kubetrain.manifests.pods import RUN_AS_USER, build_worker_pod
+from kubetrain.manifests.pods import build_worker_pod
 
 REPO = Path(__file__).resolve().parents[2]
 IMAGES = REPO / "images"
@@ -139,19 +139,19 @@ def installs_requirements(dockerfile: Dockerfile, requirements: str) -> bool:
 
 
 def test_every_image_has_a_dockerfile():
-    assert set(dockerfiles()) == {"base", "operator", *PROGRAMS}
+    assert set(dockerfiles()) == {"base", "operator", "entrypoints", *PROGRAMS}
 
 
-@pytest.mark.parametrize("image", ["base", "operator", *PROGRAMS])
+@pytest.mark.parametrize("image", ["base", "operator", "entrypoints", *PROGRAMS])
 def test_image_runs_as_non_root_user(image):
     users = [i.arguments.split(":")[0] for i in dockerfiles()[image].final_stage() if i.keyword == "USER"]
     assert users, f"images/{image}/Dockerfile sets no USER: the container would run as root"
     assert users[-1] not in ("0", "root"), f"images/{image}/Dockerfile ends as USER {users[-1]}"
     if image != "operator":
-        assert users[-1] == str(RUN_AS_USER), "pods run as uid 1000 (build.pods.RUN_AS_USER); the image must match"
+        assert users[-1] == str(DEFAULT_RUN_AS_USER), "pods run as uid 1000 by default; the image must match"
 
 
-@pytest.mark.parametrize("image", ["base", "operator", *PROGRAMS])
+@pytest.mark.parametrize("image", ["base", "operator", "entrypoints", *PROGRAMS])
 def test_every_copied_file_exists(image):
     dockerfile = dockerfiles()[image]
     for sources, _destination in dockerfile.copies():
@@ -247,45 +247,49 @@ def test_program_image_builds_on_base_and_installs_jobs_without_new_dependencies
     assert f'"-m", "{program}"' in cmd
 
 
-def _entrypoints_named(dockerfile: Dockerfile) -> set[str]:
-    text = " ".join(i.arguments for i in dockerfile.instructions)
-    return set(re.findall(re.escape(ENTRYPOINTS) + r"/[\w.-]+", text))
-
-
-def test_every_entrypoint_the_base_image_names_is_shipped_and_executable():
-    base = dockerfiles()["base"]
-    named = _entrypoints_named(base)
-    assert {f"{ENTRYPOINTS}/worker", f"{ENTRYPOINTS}/launcher"} <= named
-    for image_path in named:
-        source = base.image_path_source(image_path)
-        assert source, f"base names {image_path} but copies nothing there"
-        assert (REPO / source).is_file(), f"{image_path} comes from {source}, which does not exist"
-        assert os.stat(REPO / source).st_mode & stat.S_IXUSR, f"{source} is not executable"
-
-
-def test_pods_run_entrypoints_the_base_image_ships():
-    """The operator's pods name /opt/kubetrain/entrypoints/<x>: each must come from images/base/entrypoints/."""
+def _pod_specs() -> list[dict]:
     job = parse_job(
         {
             "kind": "DistributedTraining",
             "metadata": {"name": "demo"},
-            "spec": {"image": "kubetrain/mnist:0.1.0", "command": ["python", "-m", "mnist"], "workers": 2},
+            "spec": {"image": "registry.example.com/team/own:1", "command": ["python", "-m", "mnist"], "workers": 2},
         }
     )
-    commands = [
-        build_worker_pod(job, 0)["spec"]["containers"][0]["command"][0],
-        build_launcher_job(job)["spec"]["template"]["spec"]["containers"][0]["command"][0],
-    ]
-    base = dockerfiles()["base"]
-    for command in commands:
-        assert command.startswith(ENTRYPOINTS + "/")
-        source = base.image_path_source(command)
-        assert source and (REPO / source).is_file(), f"pods run {command} but the base image does not ship it"
+    return [build_worker_pod(job, 0)["spec"], build_launcher_job(job)["spec"]["template"]["spec"]]
 
 
-@pytest.mark.parametrize("script", sorted(p.name for p in (IMAGES / "base" / "entrypoints").iterdir()))
-def test_entrypoint_scripts_are_valid_bash(script):
-    result = subprocess.run(
-        ["bash", "-n", str(IMAGES / "base" / "entrypoints" / script)], capture_output=True, text=True
-    )
+@pytest.mark.parametrize("role", ["worker", "launcher"])
+def test_pods_run_entrypoints_the_init_container_copies_from_the_entrypoints_image(role):
+    """Any image runs the entrypoints: the init container copies ENTRYPOINTS out of kubetrain/entrypoints into a volume
+    the main container mounts at ENTRYPOINTS, and each command there is a shipped, executable file."""
+    spec = _pod_specs()[["worker", "launcher"].index(role)]
+    (init,) = spec["initContainers"]
+    main = spec["containers"][0]
+    assert init["image"] == ENTRYPOINTS_IMAGE
+    assert init["command"][:3] == ["/bin/busybox", "cp", "-R"] and init["command"][3] == f"{ENTRYPOINTS}/."
+    (target,) = init["volumeMounts"]
+    assert init["command"][4].rstrip("/") == target["mountPath"]
+    mounted = [m for m in main["volumeMounts"] if m["name"] == target["name"]]
+    assert mounted == [{"name": target["name"], "mountPath": ENTRYPOINTS, "readOnly": True}]
+    entrypoints = dockerfiles()["entrypoints"]
+    command = main["command"][0]
+    source = entrypoints.image_path_source(command)
+    assert source and (REPO / source).is_file(), f"pods run {command} but kubetrain/entrypoints does not ship it"
+    assert os.stat(REPO / source).st_mode & stat.S_IXOTH, f"{source} is not executable by any uid"
+    assert entrypoints.all("ENTRYPOINT")[-1].arguments == '["/bin/busybox"]'
+
+
+def test_entrypoints_image_is_tagged_with_the_charts_app_version():
+    app_version = re.search(r'^appVersion: *"?([^"\n]+)"?$', (REPO / "charts/kubetrain/Chart.yaml").read_text(), re.M)
+    assert app_version and ENTRYPOINTS_IMAGE == f"kubetrain/entrypoints:{app_version.group(1)}"
+
+
+ENTRYPOINT_SCRIPTS = sorted(p for p in (IMAGES / "entrypoints").rglob("*") if p.is_file() and p.name != "Dockerfile")
+
+
+@pytest.mark.parametrize("script", ENTRYPOINT_SCRIPTS, ids=lambda p: str(p.relative_to(IMAGES)))
+def test_entrypoint_scripts_parse(script):
+    """The wrappers are POSIX sh (an image without bash gets a message), the rest bash."""
+    shell = "sh" if script.parent.name == "entrypoints" else "bash"
+    result = subprocess.run([shell, "-n", str(script)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr

@@ -50,6 +50,11 @@ app.kubernetes.io/part-of: kubetrain
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 
+{{/* The image every job pod's init container copies the entrypoints from. */}}
+{{- define "kubetrain.entrypointsImage" -}}
+{{- printf "%s:%s" .Values.entrypoints.image.repository (default .Chart.AppVersion .Values.entrypoints.image.tag) }}
+{{- end }}
+
 {{/* kopf's arguments: the namespaces to watch, the health endpoint, logging. */}}
 {{- define "kubetrain.operatorArgs" -}}
 {{- if .Values.watch.namespaces }}

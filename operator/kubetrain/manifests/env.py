@@ -30,6 +30,8 @@ def job_environment(job: Job, report_status: bool = True) -> dict[str, str]:
         "KUBETRAIN_SSH_DIR": SSH_DIR,
         "KUBETRAIN_SSH_PORT": str(SSH_PORT),
         "KUBETRAIN_WAIT_SECONDS": str(spec.wait_for_workers_seconds),
+        "KUBETRAIN_MPI_IMPLEMENTATION": spec.mpi_implementation,
+        "KUBETRAIN_IMAGE": spec.image,
     }
     if report_status:
         values["KUBETRAIN_REPORT_STATUS"] = "1"

@@ -1,4 +1,7 @@
-"""The launcher Job: waits for sshd on every worker, then mpiruns the training command."""
+"""The launcher Job: waits for sshd on every worker, then starts the training command with the job's MPI.
+
+With launcher.runAsWorker it also runs ranks (the hostfile's first line): it gets the workers' resources, GPUs
+included, and their data and checkpoint volumes."""
 
 from __future__ import annotations
 
@@ -14,14 +17,18 @@ from kubetrain.contract import (
     service_account_name,
 )
 from kubetrain.manifests.env import container_env
-from kubetrain.manifests.names import metadata
+from kubetrain.manifests.names import launcher_hostname, metadata
 from kubetrain.manifests.pods import (
     container_security_context,
+    data_mounts,
+    data_volumes,
+    entrypoints_init_container,
     pod_labels,
     pod_security_context,
     scheduling,
     shared_mounts,
     shared_volumes,
+    worker_resources,
 )
 from kubetrain.manifests.template import merge_pod_template
 
@@ -33,14 +40,15 @@ NO_GPU_ENV = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": ""}, {"name": "NVIDIA_
 def build_launcher_job(job: Job, attempt: int = 0) -> dict[str, Any]:
     """A batch Job with a single never-retried pod; the operator, not the Job controller, decides on restarts."""
     spec = job.spec
+    runs_ranks = spec.launcher_runs_ranks
     container: dict[str, Any] = {
         "name": ROLE_LAUNCHER,
         "image": spec.image,
         "command": [f"{ENTRYPOINTS}/launcher", *spec.command],
-        "env": [*container_env(job), {"name": "HOME", "value": HOME_DIR}, *NO_GPU_ENV],
-        "resources": LAUNCHER_RESOURCES,
-        "securityContext": container_security_context(),
-        "volumeMounts": shared_mounts(),
+        "env": [*container_env(job), {"name": "HOME", "value": HOME_DIR}, *([] if runs_ranks else NO_GPU_ENV)],
+        "resources": worker_resources(job) if runs_ranks else LAUNCHER_RESOURCES,
+        "securityContext": container_security_context(job),
+        "volumeMounts": [*shared_mounts(), *(data_mounts(job) if runs_ranks else [])],
         # the tail of the log becomes the termination message: kept in status after the pod is gone
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
@@ -49,12 +57,16 @@ def build_launcher_job(job: Job, attempt: int = 0) -> dict[str, Any]:
     template = {
         "metadata": {"labels": pod_labels(job, ROLE_LAUNCHER, attempt)},
         "spec": {
+            # the name the hostfile gives it when it runs ranks (launcher.runAsWorker)
+            "hostname": launcher_hostname(job),
             "restartPolicy": "Never",
             "serviceAccountName": service_account_name(job.name),
-            "automountServiceAccountToken": False,
-            "securityContext": pod_security_context(),
+            # rank 0 reports progress with this token: it runs here with launcher.runAsWorker
+            "automountServiceAccountToken": runs_ranks,
+            "securityContext": pod_security_context(job),
+            "initContainers": [entrypoints_init_container(job)],
             "containers": [container],
-            "volumes": shared_volumes(job),
+            "volumes": [*shared_volumes(job), *(data_volumes(job) if runs_ranks else [])],
             **scheduling(job),
         },
     }

@@ -5,12 +5,28 @@ from __future__ import annotations
 from typing import Any
 
 from kubetrain.api import Job
-from kubetrain.contract import GROUP, KIND, LABEL_JOB, LABEL_ROLE, VERSION, service_name, worker_name
+from kubetrain.contract import GROUP, KIND, LABEL_JOB, LABEL_ROLE, VERSION, launcher_name, service_name, worker_name
 
 
 def worker_hostname(job: Job, index: int) -> str:
     """The fully qualified name a worker answers to through the headless Service."""
-    return f"{worker_name(job.name, index)}.{service_name(job.name)}.{job.namespace}.svc"
+    return _qualified(job, worker_name(job.name, index))
+
+
+def launcher_hostname(job: Job) -> str:
+    """The launcher pod's hostname. The hostfile names it so (launcher.runAsWorker): the launcher's own name, which
+    every MPI sees is this host and starts its ranks here without ssh (a fully qualified name fools Open MPI 5)."""
+    return launcher_name(job.name)
+
+
+def rank_hostnames(job: Job) -> list[str]:
+    """Every pod that runs ranks, in hostfile order: the launcher first when it runs ranks, then the workers."""
+    own = [launcher_hostname(job)] if job.spec.launcher_runs_ranks else []
+    return [*own, *(worker_hostname(job, index) for index in range(job.spec.workers))]
+
+
+def _qualified(job: Job, pod_hostname: str) -> str:
+    return f"{pod_hostname}.{service_name(job.name)}.{job.namespace}.svc"
 
 
 def labels(job: Job, role: str, **extra: str) -> dict[str, str]:

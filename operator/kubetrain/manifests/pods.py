@@ -9,6 +9,7 @@ from kubetrain.contract import (
     ENTRYPOINTS,
     HOME_DIR,
     HOSTS_DIR,
+    INIT_CONTAINER,
     LABEL_ATTEMPT,
     LABEL_INDEX,
     ROLE_WORKER,
@@ -26,7 +27,9 @@ from kubetrain.manifests.names import labels, metadata
 from kubetrain.manifests.template import merge_pod_template
 
 GPU_RESOURCE = "nvidia.com/gpu"
-RUN_AS_USER = 1000
+# Where the init container puts the entrypoints: the volume the main containers mount read-only at ENTRYPOINTS.
+ENTRYPOINTS_VOLUME = "kubetrain-entrypoints"
+_COPY_TARGET = "/kubetrain-entrypoints"
 
 
 def build_worker_pod(job: Job, index: int, attempt: int = 0) -> dict[str, Any]:
@@ -42,7 +45,7 @@ def build_worker_pod(job: Job, index: int, attempt: int = 0) -> dict[str, Any]:
         "ports": [{"name": "ssh", "containerPort": SSH_PORT, "protocol": "TCP"}],
         "readinessProbe": {"tcpSocket": {"port": SSH_PORT}, "periodSeconds": 2, "failureThreshold": 3},
         "resources": worker_resources(job),
-        "securityContext": container_security_context(),
+        "securityContext": container_security_context(job),
         "volumeMounts": [*shared_mounts(), *data_mounts(job)],
         # the tail of the log becomes the termination message: kept in status after the pod is gone
         "terminationMessagePolicy": "FallbackToLogsOnError",
@@ -56,7 +59,8 @@ def build_worker_pod(job: Job, index: int, attempt: int = 0) -> dict[str, Any]:
         "serviceAccountName": service_account_name(job.name),
         # rank 0 runs here and reports progress to the job's status with this token
         "automountServiceAccountToken": True,
-        "securityContext": pod_security_context(),
+        "securityContext": pod_security_context(job),
+        "initContainers": [entrypoints_init_container(job)],
         "containers": [container],
         "volumes": [*shared_volumes(job), *data_volumes(job)],
         **scheduling(job),
@@ -100,17 +104,20 @@ def worker_resources(job: Job) -> dict[str, Any]:
     return out
 
 
-def pod_security_context() -> dict[str, Any]:
-    return {
-        "runAsNonRoot": True,
-        "runAsUser": RUN_AS_USER,
-        "runAsGroup": RUN_AS_USER,
-        "fsGroup": RUN_AS_USER,
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
+def pod_security_context(job: Job) -> dict[str, Any]:
+    """spec.runAsUser for user and group; fsGroup makes the Secret's 0400 files readable by a non-root uid."""
+    uid = job.spec.run_as_user
+    context: dict[str, Any] = {"runAsNonRoot": uid != 0, "runAsUser": uid, "runAsGroup": uid}
+    if uid != 0:
+        context["fsGroup"] = uid
+    return {**context, "seccompProfile": {"type": "RuntimeDefault"}}
 
 
-def container_security_context() -> dict[str, Any]:
+def container_security_context(job: Job) -> dict[str, Any]:
+    """Non-root: the restricted Pod Security Standard. Root (spec.runAsUser: 0, an image that needs it): the runtime's
+    default capabilities, which a root sshd needs, and a writable root filesystem (baseline, not restricted)."""
+    if job.spec.run_as_user == 0:
+        return {"allowPrivilegeEscalation": False}
     return {
         "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True,
@@ -118,8 +125,25 @@ def container_security_context() -> dict[str, Any]:
     }
 
 
+def entrypoints_init_container(job: Job) -> dict[str, Any]:
+    """Copies the worker and launcher entrypoints into the pod, so any image can run them."""
+    return {
+        "name": INIT_CONTAINER,
+        "image": job.entrypoints_image,
+        "command": ["/bin/busybox", "cp", "-R", f"{ENTRYPOINTS}/.", f"{_COPY_TARGET}/"],
+        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "16Mi"}},
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": [{"name": ENTRYPOINTS_VOLUME, "mountPath": _COPY_TARGET}],
+    }
+
+
 def shared_mounts() -> list[dict[str, Any]]:
     return [
+        {"name": ENTRYPOINTS_VOLUME, "mountPath": ENTRYPOINTS, "readOnly": True},
         {"name": "ssh", "mountPath": SSH_DIR, "readOnly": True},
         {"name": "hosts", "mountPath": HOSTS_DIR, "readOnly": True},
         {"name": "home", "mountPath": HOME_DIR},
@@ -129,6 +153,7 @@ def shared_mounts() -> list[dict[str, Any]]:
 
 def shared_volumes(job: Job) -> list[dict[str, Any]]:
     return [
+        {"name": ENTRYPOINTS_VOLUME, "emptyDir": {}},
         {"name": "ssh", "secret": {"secretName": ssh_secret_name(job.name), "defaultMode": 0o400}},
         {"name": "hosts", "configMap": {"name": hosts_configmap_name(job.name), "defaultMode": 0o555}},
         {"name": "home", "emptyDir": {}},

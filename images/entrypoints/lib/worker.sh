@@ -1,26 +1,28 @@
 #!/usr/bin/env bash
-# kubetrain worker entrypoint: an sshd the launcher's mpirun starts ranks through. No arguments.
+# kubetrain worker: an sshd the launcher's MPI starts ranks through. No arguments. Run by ../worker, which checks that
+# the image has bash; the image needs sshd (openssh-server) and ssh-keygen, nothing else of kubetrain's.
 #
 # 1. copies the job's key material from KUBETRAIN_SSH_DIR (Secret <name>-ssh) into a writable $HOME/.ssh (any uid);
 # 2. generates fresh host keys and its own sshd_config in $HOME/.kubetrain/sshd (nothing under /etc is touched);
 # 3. execs `sshd -D -e` on KUBETRAIN_SSH_PORT (default 2222) in the foreground, logging to stderr.
 # Works without root: a non-root sshd can only log in its own user, which is the user the launcher connects as.
 # Public-key logins only (the job's own key in authorized_keys); no passwords, no PAM.
-# Sessions get PATH, LD_LIBRARY_PATH, PYTHONPATH, nss_wrapper's variables (an uid missing from a read-only /etc/passwd)
-# and every name in KUBETRAIN_FORWARD_ENV through SetEnv, so orted and an interactive `ssh` for debugging see the job's
-# environment (mpirun -x forwards it to the ranks as well).
+# Sessions get the container's environment through SetEnv (the image's ENV, the job's env, nss_wrapper's variables for
+# an uid missing from a read-only /etc/passwd), less what belongs to one shell or host (HOME, HOSTNAME, ...), so the
+# MPI's daemon (orted, prted, hydra_pmi_proxy) and an interactive `ssh` for debugging see the job's environment.
 # Exit codes: 2 = bad configuration (message says which file or variable); otherwise sshd's.
 set -euo pipefail
 KT_ROLE=worker
-# shellcheck source=common.sh
-. "$(dirname "$(readlink -f "$0")")/common.sh"
+# shellcheck source-path=SCRIPTDIR source=common.sh
+. "${BASH_SOURCE[0]%/*}/common.sh"
 
+kt_require sshd openssh-server
+kt_require ssh-keygen openssh-client
 kt_prepare_home
 kt_ensure_user
 kt_copy_ssh_files authorized_keys
 
-sshd_bin=$(command -v sshd || echo /usr/sbin/sshd)
-[ -x "$sshd_bin" ] || kt_die "sshd not found (install openssh-server)"
+sshd_bin=$(PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin" command -v sshd)
 run_dir="$HOME/.kubetrain/sshd"
 mkdir -p "$run_dir" && chmod 0700 "$run_dir"
 rm -f "$run_dir"/ssh_host_ed25519_key*
@@ -28,12 +30,11 @@ ssh-keygen -q -t ed25519 -N '' -C "kubetrain-worker" -f "$run_dir/ssh_host_ed255
 # A root sshd (privilege separation) needs its chroot directory; a non-root one does not use it.
 if [ "$(id -u)" = 0 ]; then mkdir -p /run/sshd && chmod 0755 /run/sshd; fi
 
-# SetEnv "NAME=value" for each set variable whose value sshd_config can quote safely.
+# SetEnv "NAME=value" for each exported variable of the container whose value sshd_config can quote safely.
 session_env() {
-  local name value system="PATH LD_LIBRARY_PATH PYTHONPATH LD_PRELOAD NSS_WRAPPER_PASSWD NSS_WRAPPER_GROUP"
-  for name in $system ${KUBETRAIN_FORWARD_ENV:-}; do
-    [[ $name =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || { kt_log "ignoring bad name '$name' in KUBETRAIN_FORWARD_ENV"; continue; }
-    [ -n "${!name+set}" ] || continue
+  local name value
+  for name in $(compgen -e); do
+    case $name in HOME | HOSTNAME | PWD | OLDPWD | SHLVL | _ | USER | LOGNAME | SHELL | MAIL | TERM | SSH_*) continue ;; esac
     value=${!name}
     case $value in
       *'"'* | *\\* | *$'\n'*) kt_log "not setting $name in ssh sessions: its value has a quote, backslash or newline" ;;

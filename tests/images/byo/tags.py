@@ -1,0 +1,25 @@
+"""The tags tests/images/byo/build.sh gives its images: kubetrain-test/byo-<mpi>:<key of the directory's inputs>."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+NAMES = {"OpenMPI": "openmpi5", "MPICH": "mpich", "IntelMPI": "intelmpi"}
+# Keep in step with build.sh: sha256 of these files' bytes in this order, first 12 hex digits.
+INPUTS = ("Dockerfile", "allreduce.py", "build.sh")
+
+
+def byo_image(implementation: str) -> str:
+    """The image build.sh builds for an mpiImplementation (OpenMPI, MPICH or IntelMPI)."""
+    if implementation not in NAMES:
+        raise ValueError(f"no byo image for MPI implementation {implementation!r}; one of {', '.join(NAMES)}")
+    key = hashlib.sha256(b"".join((HERE / name).read_bytes() for name in INPUTS)).hexdigest()[:12]
+    return f"kubetrain-test/byo-{NAMES[implementation]}:{key}"
+
+
+if __name__ == "__main__":  # python tags.py MPICH: the tag, for shell scripts
+    import sys
+
+    print(byo_image(sys.argv[1]))
