@@ -167,7 +167,7 @@ build_and_load_images() {
   fi
   local start=$SECONDS
   "$REPO/tests/images/byo/build.sh" >&2
-  OWN_IMAGE=$("$PYTHON" "$REPO/tests/images/byo/tags.py" MPICH)
+  OWN_IMAGE=$("$PYTHON" "$REPO/tests/images/byo/tags.py" mpich)
   log "loading $OPERATOR_IMAGE, $ENTRYPOINTS_IMAGE, $JOB_IMAGE and $OWN_IMAGE (a user's own image) into $CLUSTER"
   "$KIND" load docker-image --name "$CLUSTER" "$OPERATOR_IMAGE" "$ENTRYPOINTS_IMAGE" "$JOB_IMAGE" "$OWN_IMAGE"
   log "images loaded in $((SECONDS - start)) s"

@@ -67,6 +67,6 @@ def test_user_path_on_kind(tmp_path: Path) -> None:
     print(result.stdout[-20000:])
     print(result.stderr[-30000:])
     assert result.returncode == 0, f"run-kind.sh failed (exit {result.returncode}); artifacts in {tmp_path}"
-    for scenario in ("install", "train", "restart", "missing image", "delete", "uninstall"):
+    for scenario in ("install", "train", "own image", "restart", "missing image", "delete", "uninstall"):
         assert f"PASSED scenario {scenario}" in result.stderr
     assert "PASSED: every kind scenario" in result.stderr

@@ -117,3 +117,17 @@ def test_worker_sshd_accepts_the_jobs_key_on_a_read_only_root_under_any_uid(on_d
     log = launcher.logs()
     for index in range(2):
         assert f"rank on anyuid-worker-{index} as {user}" in log, log
+
+
+def test_launcher_as_a_worker_runs_rank_0_with_open_mpi_4(on_docker):
+    """launcher.runAsWorker with kubetrain's own image (Open MPI 4): the launcher's line of the hostfile runs here."""
+    command = ["sh", "-c", 'echo "rank $OMPI_COMM_WORLD_RANK of $OMPI_COMM_WORLD_SIZE on $(hostname)"']
+    body = job_body("both", command, workers=1)  # image: kubetrain/base
+    body["spec"]["launcher"]["runAsWorker"] = True
+    job = on_docker(body)
+    start_workers(job)
+    launcher = job.start_launcher()
+    assert launcher.wait(timeout=120) == 0, launcher.logs()
+    log = launcher.logs()
+    assert "(openmpi4)" in log, log
+    assert "rank 0 of 2 on both-launcher" in log and "rank 1 of 2 on both-worker-0" in log, log

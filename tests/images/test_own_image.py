@@ -1,7 +1,8 @@
-"""A user's own image, not built FROM kubetrain/base (tests/images/byo: a Python image with sshd and an MPI from PyPI,
-no kubetrain user, no nss_wrapper), run through the operator's own pod objects with the entrypoints its init container
-copies in: each MPI the operator supports, as root, as uid 1000 without a passwd entry and as an arbitrary uid; the
-launcher as a worker; and the one-line messages for what such an image may lack."""
+"""A user's own image, not built FROM kubetrain/base (tests/images/byo: a Python image with sshd and an MPI from PyPI
+or Debian, no kubetrain user, no nss_wrapper), run through the operator's own pod objects with the entrypoints its init
+container copies in: each MPI the operator supports (Open MPI 4 and 5, MPICH, Intel MPI), as root, as uid 1000
+without a passwd entry and as an arbitrary uid; the launcher as a worker; and the one-line messages for what such an
+image may lack."""
 
 from __future__ import annotations
 
@@ -19,26 +20,26 @@ from tags import byo_image  # noqa: E402
 
 BYO = Path(__file__).resolve().parent / "byo"
 ALLREDUCE = ["python", "/opt/byo/allreduce.py"]
-# Intel MPI, the library's own words for each implementation (MPI.Get_library_version), and the launcher's flavor
-LIBRARY = {"OpenMPI": ("Open MPI v5.0.11", "openmpi5"), "MPICH": ("MPICH Version:", "mpich"),
-           "IntelMPI": ("Intel(R) MPI Library 2021.14", "intelmpi")}  # fmt: skip
+# Each image's MPI (also what the launcher calls it): spec.mpi.implementation and the library's own words
+MPIS = {"openmpi4": ("OpenMPI", "Open MPI v4.1"), "openmpi5": ("OpenMPI", "Open MPI v5.0.11"),
+        "mpich": ("MPICH", "MPICH Version:"), "intelmpi": ("IntelMPI", "Intel(R) MPI Library 2021.14")}  # fmt: skip
 
 
 @pytest.fixture(scope="session")
 def byo(images) -> None:
-    """The three images (built by tests/images/byo/build.sh, which `make test` runs; built here when missing)."""
-    missing = [name for name in LIBRARY if subprocess.run(["docker", "image", "inspect", byo_image(name)],
+    """The images (built by tests/images/byo/build.sh, which `make test` runs; built here when missing)."""
+    missing = [name for name in MPIS if subprocess.run(["docker", "image", "inspect", byo_image(name)],
                                                           capture_output=True).returncode != 0]  # fmt: skip
     if missing:
         subprocess.run([str(BYO / "build.sh")], check=True)
 
 
-def own_job(name: str, implementation: str, ranks_per_pod: int, *, workers: int = 2, run_as_user: int | None = None,
+def own_job(name: str, mpi: str, ranks_per_pod: int, *, workers: int = 2, run_as_user: int | None = None,
             launcher_runs_ranks: bool = False, wait_seconds: int = 60) -> dict:  # fmt: skip
     total = (workers + (1 if launcher_runs_ranks else 0)) * ranks_per_pod
     body = job_body(name, [*ALLREDUCE, str(total)], workers=workers, wait_seconds=wait_seconds)
     spec = body["spec"]
-    spec.update(image=byo_image(implementation), slotsPerWorker=ranks_per_pod, mpi={"implementation": implementation})
+    spec.update(image=byo_image(mpi), slotsPerWorker=ranks_per_pod, mpi={"implementation": MPIS[mpi][0]})
     spec["launcher"]["runAsWorker"] = launcher_runs_ranks
     if run_as_user is not None:
         spec["runAsUser"] = run_as_user
@@ -52,41 +53,41 @@ def run_to_end(job, timeout: float = 180) -> tuple[int, str]:
     return launcher.wait(timeout=timeout), launcher.logs()
 
 
-@pytest.mark.parametrize(("implementation", "user", "ranks_per_pod"), [
-    ("OpenMPI", 0, 1),  # root, as the image itself runs
-    ("MPICH", None, 2),  # the default uid 1000, which the image lacks: our nss_wrapper; 2 ranks share a pod
-    ("IntelMPI", 1000650000, 1),  # an arbitrary uid
-], ids=["openmpi5-root", "mpich-uid-1000", "intelmpi-arbitrary-uid"])  # fmt: skip
-def test_own_image_runs_an_allreduce_across_worker_pods(on_docker, byo, implementation, user, ranks_per_pod):
-    job = on_docker(own_job("own", implementation, ranks_per_pod, run_as_user=user))
+@pytest.mark.parametrize(("mpi", "user", "ranks_per_pod"), [
+    ("openmpi4", 1000650000, 2),  # an arbitrary uid; 2 ranks share a pod
+    ("openmpi5", 0, 1),  # root, as the image itself runs
+    ("mpich", None, 2),  # the default uid 1000, which the image lacks: our nss_wrapper
+    ("intelmpi", 1000650000, 1),
+], ids=["openmpi4-arbitrary-uid", "openmpi5-root", "mpich-uid-1000", "intelmpi-arbitrary-uid"])  # fmt: skip
+def test_own_image_runs_an_allreduce_across_worker_pods(on_docker, byo, mpi, user, ranks_per_pod):
+    job = on_docker(own_job("own", mpi, ranks_per_pod, run_as_user=user))
     code, log = run_to_end(job)
     assert code == 0, log
-    library, flavor = LIBRARY[implementation]
     ranks = 2 * ranks_per_pod
     assert f"allreduce ok: size={ranks} sum={ranks * (ranks + 1) // 2}" in log, log
-    assert library in log, log
-    assert f"({flavor})" in log, log  # the launcher told the MPI (Open MPI 5, not 4) from `--version`
+    assert MPIS[mpi][1] in log, log
+    assert f"({mpi})" in log, log  # the launcher told the MPI (Open MPI 4 or 5) from `--version`
     if user not in (0, None):
         assert f"uid {user} is not in the read-only /etc/passwd" in job.workers[0].logs()
 
 
-@pytest.mark.parametrize("implementation", list(LIBRARY))
-def test_launcher_as_a_worker_runs_rank_0_beside_one_worker(on_docker, byo, implementation):
-    job = on_docker(own_job("lw", implementation, 1, workers=1, launcher_runs_ranks=True))
+@pytest.mark.parametrize("mpi", list(MPIS))
+def test_launcher_as_a_worker_runs_rank_0_beside_one_worker(on_docker, byo, mpi):
+    job = on_docker(own_job("lw", mpi, 1, workers=1, launcher_runs_ranks=True))
     code, log = run_to_end(job)
     assert code == 0, log
     assert "allreduce ok: size=2 sum=3 rank0=lw-launcher" in log, log
 
 
 def test_one_pod_job_runs_on_the_launcher_alone(on_docker, byo):
-    job = on_docker(own_job("solo", "MPICH", 2, workers=0, launcher_runs_ranks=True))
+    job = on_docker(own_job("solo", "mpich", 2, workers=0, launcher_runs_ranks=True))
     code, log = run_to_end(job)
     assert code == 0, log
     assert "allreduce ok: size=2 sum=3 rank0=solo-launcher" in log, log
 
 
 def test_worker_whose_sshd_never_starts_fails_the_launcher_with_exit_3_naming_it(on_docker, byo):
-    job = on_docker(own_job("late", "IntelMPI", 1, wait_seconds=10))  # Intel MPI itself hides ssh's errors
+    job = on_docker(own_job("late", "intelmpi", 1, wait_seconds=10))  # Intel MPI itself hides ssh's errors
     job.start_worker(0).wait_for_log("Server listening")
     job.start_worker(1, command=["sleep", "infinity"])
     started = time.monotonic()
@@ -99,7 +100,7 @@ def test_worker_whose_sshd_never_starts_fails_the_launcher_with_exit_3_naming_it
 
 
 def test_image_without_sshd_or_ssh_fails_with_one_line_naming_what_to_install(on_docker, byo):
-    body = own_job("bare", "OpenMPI", 1)
+    body = own_job("bare", "openmpi5", 1)
     body["spec"]["image"] = "python:3.11-slim-bookworm"  # bash, but no ssh, no sshd, no MPI
     job = on_docker(body)
     worker = job.start_worker(0)
@@ -113,8 +114,8 @@ def test_image_without_sshd_or_ssh_fails_with_one_line_naming_what_to_install(on
 
 
 def test_image_with_another_mpi_than_the_spec_says_is_named(on_docker, byo):
-    body = own_job("wrongmpi", "OpenMPI", 1)
-    body["spec"]["image"] = byo_image("IntelMPI")
+    body = own_job("wrongmpi", "openmpi5", 1)
+    body["spec"]["image"] = byo_image("intelmpi")
     job = on_docker(body)
     launcher = job.start_launcher()
     assert launcher.wait(timeout=60) == 2

@@ -6,20 +6,20 @@ import hashlib
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-NAMES = {"OpenMPI": "openmpi5", "MPICH": "mpich", "IntelMPI": "intelmpi"}
+NAMES = ("openmpi4", "openmpi5", "mpich", "intelmpi")
 # Keep in step with build.sh: sha256 of these files' bytes in this order, first 12 hex digits.
 INPUTS = ("Dockerfile", "allreduce.py", "build.sh")
 
 
-def byo_image(implementation: str) -> str:
-    """The image build.sh builds for an mpiImplementation (OpenMPI, MPICH or IntelMPI)."""
-    if implementation not in NAMES:
-        raise ValueError(f"no byo image for MPI implementation {implementation!r}; one of {', '.join(NAMES)}")
+def byo_image(mpi: str) -> str:
+    """The image build.sh builds with `mpi`: openmpi4, openmpi5, mpich or intelmpi."""
+    if mpi not in NAMES:
+        raise ValueError(f"no byo image with MPI {mpi!r}; one of {', '.join(NAMES)}")
     key = hashlib.sha256(b"".join((HERE / name).read_bytes() for name in INPUTS)).hexdigest()[:12]
-    return f"kubetrain-test/byo-{NAMES[implementation]}:{key}"
+    return f"kubetrain-test/byo-{mpi}:{key}"
 
 
-if __name__ == "__main__":  # python tags.py MPICH: the tag, for shell scripts
+if __name__ == "__main__":  # python tags.py mpich: the tag, for shell scripts
     import sys
 
     print(byo_image(sys.argv[1]))
