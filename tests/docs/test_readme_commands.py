@@ -67,6 +67,7 @@ NOT_RUN = {
     "tests/controlplane/build-gang-schedulers.sh": BUILD,
     "tests/e2e/kind-node/build.sh": BUILD,
     "tests/bench/peer/build.sh": BUILD,
+    "tests/images/byo/build.sh": BUILD,
     ".ci/setup": "sets the machine up (apt packages, the venv, Docker engine): make test and make images run it first",
     ".ci/docker-engine": "starts a Docker engine (root, daemon): .ci/setup runs it",
     "docker build -f images/base/Dockerfile --build-arg BASE_IMAGE=tensorflow/tensorflow:2.15.0-gpu --build-arg "
