@@ -117,21 +117,21 @@ class DockerKubelet:
 
     def _run_args(self, name: str, spec: Mapping[str, Any], container: Mapping[str, Any],
                   volumes: Mapping[str, Path | None]) -> list[str]:  # fmt: skip
-        """`docker run` options for one container of a pod: network, user, security, mounts, entrypoint."""
+        """`docker run` options for one container of a pod: network, user, security, mounts."""
         security = spec.get("securityContext", {})
         fs_group = security.get("fsGroup")
         args = ["--name", name, "--network", self.network]
         args += ["--user", f"{security.get('runAsUser', 0)}:{security.get('runAsGroup', 0)}"]
         args += ["--group-add", str(fs_group)] if fs_group is not None else []
         args += _container_security(container.get("securityContext", {}))
+        sources = {v["name"]: v for v in spec.get("volumes", [])}
         for mount in container.get("volumeMounts", []):
             folder = volumes[mount["name"]]
             if folder is None:
                 args += ["--tmpfs", f"{mount['mountPath']}:mode=1777"]
                 continue
-            read_only = mount.get("readOnly") or any(
-                kind in volume for volume in spec["volumes"] if volume["name"] == mount["name"]
-                for kind in ("secret", "configMap"))  # fmt: skip
+            source = sources[mount["name"]]
+            read_only = mount.get("readOnly") or "secret" in source or "configMap" in source
             args += ["--volume", f"{folder}:{mount['mountPath']}{':ro' if read_only else ''}"]
         return args
 

@@ -118,6 +118,11 @@ def container_security_context(job: Job) -> dict[str, Any]:
     default capabilities, which a root sshd needs, and a writable root filesystem (baseline, not restricted)."""
     if job.spec.run_as_user == 0:
         return {"allowPrivilegeEscalation": False}
+    return _restricted_container()
+
+
+def _restricted_container() -> dict[str, Any]:
+    """A container's part of the restricted Pod Security Standard (with the pod's runAsNonRoot and seccomp)."""
     return {
         "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True,
@@ -132,11 +137,7 @@ def entrypoints_init_container(job: Job) -> dict[str, Any]:
         "image": job.entrypoints_image,
         "command": ["/bin/busybox", "cp", "-R", f"{ENTRYPOINTS}/.", f"{_COPY_TARGET}/"],
         "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "16Mi"}},
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
+        "securityContext": _restricted_container(),
         "volumeMounts": [{"name": ENTRYPOINTS_VOLUME, "mountPath": _COPY_TARGET}],
     }
 
