@@ -26,6 +26,7 @@ from kubetrain.failure_policy import ACTIONS, DEFAULT_RULES, ROLES, ExitCodes, R
 
 # Defaults, declared once (the CRD schema carries the same values; tests/reliability/test_spec_drift.py checks both).
 DEFAULT_WORKERS = 1
+DEFAULT_MIN_WORKERS = 1  # spec.elastic.minWorkers
 DEFAULT_DATA_MOUNT = "/data"
 DEFAULT_CHECKPOINT_MOUNT = "/checkpoints"
 DEFAULT_WAIT_FOR_WORKERS_SECONDS = 300
@@ -109,6 +110,15 @@ class Gang:
 
 
 @dataclass(frozen=True)
+class Elastic:
+    """`spec.elastic`: Horovod elastic training. The job runs on any number of Ready workers from min to max; a lost
+    worker is replaced while the others go on, and `workers` (kubectl scale) is the number to aim for."""
+
+    min_workers: int
+    max_workers: int
+
+
+@dataclass(frozen=True)
 class Scheduling:
     node_selector: Mapping[str, str]
     tolerations: tuple[Mapping[str, Any], ...]
@@ -134,6 +144,7 @@ class JobSpec:
     mpi_implementation: str = DEFAULT_MPI_IMPLEMENTATION
     launcher_runs_ranks: bool = False  # spec.launcher.runAsWorker
     run_as_user: int = DEFAULT_RUN_AS_USER
+    elastic: Elastic | None = None
 
     @property
     def num_processes(self) -> int:
@@ -143,6 +154,11 @@ class JobSpec:
     def rank_hosts(self) -> int:
         """Pods that run ranks: the workers, and the launcher with launcher.runAsWorker."""
         return self.workers + (1 if self.launcher_runs_ranks else 0)
+
+    @property
+    def workers_to_start(self) -> int:
+        """Ready workers the launcher needs to start: every worker, or an elastic job's minWorkers."""
+        return self.elastic.min_workers if self.elastic else self.workers
 
 
 @dataclass(frozen=True)
@@ -214,6 +230,7 @@ def parse_spec(spec: Any) -> JobSpec:
     checkpoint = _parse_volume(spec.get("checkpoint"), "spec.checkpoint", DEFAULT_CHECKPOINT_MOUNT, False)
     if data.mount_path == checkpoint.mount_path:
         raise SpecError("spec.checkpoint.mountPath", f"must differ from spec.data.mountPath ({data.mount_path})")
+    elastic = _parse_elastic(spec.get("elastic"), workers)
     wait = _integer(
         launcher.get("waitForWorkersSeconds", DEFAULT_WAIT_FOR_WORKERS_SECONDS),
         "spec.launcher.waitForWorkersSeconds",
@@ -238,13 +255,30 @@ def parse_spec(spec: Any) -> JobSpec:
         checkpoint=checkpoint,
         wait_for_workers_seconds=wait,
         run_policy=_parse_run_policy(_mapping(spec.get("runPolicy"), "spec.runPolicy")),
-        scheduling=_parse_scheduling(_mapping(spec.get("scheduling"), "spec.scheduling"), workers),
+        scheduling=_parse_scheduling(_mapping(spec.get("scheduling"), "spec.scheduling"), workers,
+                                     elastic.min_workers if elastic else workers),
         pod_template=_parse_pod_template(spec.get("podTemplate")),
         image_pull_policy=pull_policy,
         mpi_implementation=implementation,
         launcher_runs_ranks=runs_ranks,
         run_as_user=_integer(spec.get("runAsUser", DEFAULT_RUN_AS_USER), "spec.runAsUser", 0, MAX_UID),
+        elastic=elastic,
     )
+
+
+def _parse_elastic(raw: Any, workers: int) -> Elastic | None:
+    """`spec.elastic`: 1 <= minWorkers <= workers <= maxWorkers."""
+    if raw is None:
+        return None
+    raw = _mapping(raw, "spec.elastic")
+    if "maxWorkers" not in raw:
+        raise SpecError("spec.elastic.maxWorkers", "is required: the most workers the job may grow to")
+    minimum = _integer(raw.get("minWorkers", DEFAULT_MIN_WORKERS), "spec.elastic.minWorkers", 1, MAX_WORKERS)
+    maximum = _integer(raw["maxWorkers"], "spec.elastic.maxWorkers", 1, MAX_WORKERS)
+    if not minimum <= workers <= maximum:
+        raise SpecError("spec.workers", f"is {workers} but an elastic job needs elastic.minWorkers ({minimum}) <= "
+                                        f"workers <= elastic.maxWorkers ({maximum})")
+    return Elastic(minimum, maximum)
 
 
 def _parse_resources(raw: Mapping[str, Any]) -> Resources:
@@ -385,7 +419,8 @@ def _parse_failure_rule(raw: Mapping[str, Any], path: str) -> Rule:
     return Rule(action, on_pod_conditions=tuple(pairs))
 
 
-def _parse_scheduling(raw: Mapping[str, Any], workers: int) -> Scheduling:
+def _parse_scheduling(raw: Mapping[str, Any], workers: int, needed: int) -> Scheduling:
+    """`needed`: the workers the job starts with, the gang's default minAvailable."""
     selector = _labels(raw.get("nodeSelector"), "spec.scheduling.nodeSelector")
     tolerations = raw.get("tolerations") or []
     if not isinstance(tolerations, list) or not all(isinstance(t, Mapping) for t in tolerations):
@@ -396,11 +431,13 @@ def _parse_scheduling(raw: Mapping[str, Any], workers: int) -> Scheduling:
     if priority is not None and (not isinstance(priority, str) or len(priority) > 253
                                  or not _DNS_SUBDOMAIN.fullmatch(priority)):  # fmt: skip
         raise SpecError("spec.scheduling.priorityClassName", "must be the name of a PriorityClass, e.g. high-priority")
-    gang = None if raw.get("gang") is None else _parse_gang(_mapping(raw["gang"], "spec.scheduling.gang"), workers)
+    gang = None
+    if raw.get("gang") is not None:
+        gang = _parse_gang(_mapping(raw["gang"], "spec.scheduling.gang"), workers, needed)
     return Scheduling(dict(selector), tuple(dict(t) for t in tolerations), priority, gang)
 
 
-def _parse_gang(raw: Mapping[str, Any], workers: int) -> Gang:
+def _parse_gang(raw: Mapping[str, Any], workers: int, needed: int) -> Gang:
     path = "spec.scheduling.gang"
     if workers == 0:
         raise SpecError(path, "places worker pods and this job has none (workers: 0); leave the gang out")
@@ -410,10 +447,10 @@ def _parse_gang(raw: Mapping[str, Any], workers: int) -> Gang:
     name = raw.get("schedulerName", GANG_SCHEDULERS[scheduler])
     if not isinstance(name, str) or len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name):
         raise SpecError(f"{path}.schedulerName", "must be the name of a scheduler profile, e.g. volcano")
-    minimum = _integer(raw.get("minAvailable", workers), f"{path}.minAvailable", 1, None)
+    minimum = _integer(raw.get("minAvailable", needed), f"{path}.minAvailable", 1, None)
     if minimum > workers:
         raise SpecError(f"{path}.minAvailable", f"is {minimum} but the job has {workers} workers; lower it or leave "
-                                                "it out (default: every worker)")
+                                                "it out (default: every worker, or elastic.minWorkers)")
     timeout = _integer(raw.get("scheduleTimeoutSeconds", DEFAULT_GANG_TIMEOUT_SECONDS),
                        f"{path}.scheduleTimeoutSeconds", 1, 86400 * 7)
     on_timeout = raw.get("onTimeout", "Wait")

@@ -30,7 +30,7 @@ from kubetrain.manifests.hosts import build_hosts_configmap
 from kubetrain.manifests.launcher import build_launcher_job
 from kubetrain.manifests.pods import build_worker_pod, build_worker_pod_group
 from kubetrain.manifests.rbac import build_role, build_role_binding, build_service_account
-from kubetrain.manifests.service import build_service
+from kubetrain.manifests.service import build_ready_service, build_service
 from kubetrain.manifests.ssh import build_ssh_secret
 
 EXIT_USAGE = 2
@@ -60,10 +60,12 @@ def render_yaml(objects: Sequence[dict[str, Any]]) -> str:
 def child_objects(job: Job, keys: SshKeyPair) -> list[dict[str, Any]]:
     """Every object the operator creates for `job`, in creation order (the launcher Job comes last)."""
     pod_group = build_worker_pod_group(job)
+    ready_service = build_ready_service(job)
     return [
         build_ssh_secret(job, keys),
         build_hosts_configmap(job),
         build_service(job),
+        *([] if ready_service is None else [ready_service]),
         build_service_account(job),
         build_role(job),
         build_role_binding(job),

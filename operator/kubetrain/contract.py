@@ -33,6 +33,8 @@ SSH_PORT = 2222
 SSH_DIR = "/etc/kubetrain/ssh"
 HOSTS_DIR = "/etc/kubetrain/hosts"
 HOSTFILE = f"{HOSTS_DIR}/hostfile"
+# An elastic job's every possible host as `host:slots` (the launcher with runAsWorker, workers 0..maxWorkers-1).
+ELASTIC_HOSTS = f"{HOSTS_DIR}/elastic-hosts"
 HOME_DIR = "/home/kubetrain"
 ENTRYPOINTS = "/opt/kubetrain/entrypoints"
 VENV = "/opt/venv"
@@ -56,6 +58,11 @@ def launcher_name(name: str) -> str:
 
 def service_name(name: str) -> str:
     return name
+
+
+def ready_service_name(name: str) -> str:
+    """The headless Service that lists only Ready workers: an elastic job's launcher discovers hosts by its DNS."""
+    return f"{name}-ready"
 
 
 def ssh_secret_name(name: str) -> str:

@@ -57,3 +57,8 @@ WAITING_REFUSALS = (QUOTA_EXCEEDED, OPERATOR_FORBIDDEN, ADMISSION_UNAVAILABLE, S
 SUSPENDED_BY_USER = "SuspendedByUser"
 RESUMED = "Resumed"
 TTL_EXPIRED = "TTLExpired"
+# Elastic jobs (spec.elastic): a worker leaves and is replaced, or joins, while the launcher goes on.
+COND_MIN_WORKERS_READY = "MinWorkersReady"
+WORKER_LEFT = "WorkerLeft"
+WORKER_JOINED = "WorkerJoined"
+TOO_FEW_WORKERS = "TooFewWorkers"  # fewer than minWorkers Ready for longer than launcher.waitForWorkersSeconds

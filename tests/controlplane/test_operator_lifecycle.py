@@ -65,7 +65,8 @@ def test_applied_job_yaml_gets_every_child_then_a_launcher(
     launcher_pods = wait_for_pods(control_plane, namespace, name, 1, role="launcher")
     assert "nvidia.com/gpu" not in json.dumps(launcher_pods[0]["spec"]["containers"][0]["resources"])
     current = wait_for_status(control_plane, namespace, name, operator, phase="Running")
-    assert current["workers"] == {"ready": workers, "total": workers, "summary": f"{workers}/{workers}"}
+    assert current["workers"] == {"ready": workers, "total": workers, "summary": f"{workers}/{workers}",
+                                  "selector": f"kubetrain.dev/job-name={name},kubetrain.dev/role=worker"}
     assert current["startTime"]
 
     table = control_plane.kubectl("get", "dtr", "--namespace", namespace)

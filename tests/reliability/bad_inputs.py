@@ -126,6 +126,13 @@ CORPUS: list[BadInput] = [
              spec_set("mpi.implementation", "OpenMPI5")),
     BadInput("run-as-worker-string", "type", "spec.launcher.runAsWorker", spec_set("launcher.runAsWorker", "yes")),
     BadInput("run-as-user-negative", "range", "spec.runAsUser", spec_set("runAsUser", -1)),
+    BadInput("elastic-workers-below-min", "combination", "spec.workers",
+             spec_set("elastic", {"minWorkers": 3, "maxWorkers": 4})),
+    BadInput("elastic-workers-above-max", "combination", "spec.workers",
+             spec_set("elastic", {"minWorkers": 1, "maxWorkers": 1})),
+    BadInput("elastic-min-zero", "range", "spec.elastic.minWorkers",
+             spec_set("elastic", {"minWorkers": 0, "maxWorkers": 2})),
+    BadInput("elastic-without-max", "missing", "spec.elastic.maxWorkers", spec_set("elastic", {"minWorkers": 1})),
     # missing fields
     BadInput("no-spec", "missing", "spec", lambda body: body.pop("spec")),
     BadInput("no-image", "missing", "spec.image", spec_drop("image")),

@@ -31,6 +31,8 @@ VALID = {
     "one-pod-own-image-as-root": {**valid_body("ok"), "spec": {**valid_body("ok")["spec"], "workers": 0,
                                   "launcher": {"runAsWorker": True}, "mpi": {"implementation": "IntelMPI"},
                                   "runAsUser": 0}},
+    "elastic": {**valid_body("ok"), "spec": {**valid_body("ok")["spec"], "elastic": {"maxWorkers": 4},
+                "scheduling": {"gang": {"scheduler": "Volcano"}}}},
     "hostile-but-valid": {**valid_body("ok"), "spec": {**valid_body("ok")["spec"], "command": HOSTILE_COMMAND,
                                                         "env": HOSTILE_ENV}},
 }

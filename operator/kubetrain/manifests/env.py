@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubetrain.api import Job
-from kubetrain.contract import HOSTFILE, SSH_DIR, SSH_PORT
+from kubetrain.contract import ELASTIC_HOSTS, HOSTFILE, SSH_DIR, SSH_PORT, ready_service_name
 
 # Forwarded to every rank by the launcher (`mpirun -x`) besides the KUBETRAIN_* variables and the user's env.
 FORWARDED_CLUSTER_VARIABLES = ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")
@@ -33,6 +33,11 @@ def job_environment(job: Job, report_status: bool = True) -> dict[str, str]:
         "KUBETRAIN_MPI_IMPLEMENTATION": spec.mpi_implementation,
         "KUBETRAIN_IMAGE": spec.image,
     }
+    if spec.elastic is not None:
+        values["KUBETRAIN_ELASTIC_MIN_WORKERS"] = str(spec.elastic.min_workers)
+        values["KUBETRAIN_ELASTIC_MAX_WORKERS"] = str(spec.elastic.max_workers)
+        values["KUBETRAIN_ELASTIC_HOSTS"] = ELASTIC_HOSTS
+        values["KUBETRAIN_READY_SERVICE"] = f"{ready_service_name(job.name)}.{job.namespace}.svc"
     if report_status:
         values["KUBETRAIN_REPORT_STATUS"] = "1"
     user_names = [entry["name"] for entry in spec.env]

@@ -1,12 +1,12 @@
-"""The hostfile ConfigMap: the hostfile in the format of the job's MPI, and discover_hosts.sh for Horovod elastic."""
+"""The hosts ConfigMap: the hostfile in the format of the job's MPI, and an elastic job's every possible host."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from kubetrain.api import Job
-from kubetrain.contract import MPI_IMPLEMENTATIONS, ROLE_CONFIG, hosts_configmap_name
-from kubetrain.manifests.names import metadata, rank_hostnames
+from kubetrain.contract import ELASTIC_HOSTS, HOSTFILE, MPI_IMPLEMENTATIONS, ROLE_CONFIG, hosts_configmap_name
+from kubetrain.manifests.names import elastic_hostnames, metadata, rank_hostnames
 
 
 def hostfile(job: Job) -> str:
@@ -16,17 +16,20 @@ def hostfile(job: Job) -> str:
     return "".join(line.format(host=host, slots=slots) + "\n" for host in rank_hostnames(job))
 
 
-def discover_hosts_script(job: Job) -> str:
+def elastic_hosts(job: Job) -> str:
+    """`host:slots` for every pod that may ever run ranks of an elastic job (Horovod's discovery format): the
+    launcher's discovery prints the lines of those that are Ready. Fixed for the job's life (maxWorkers is)."""
     slots = job.spec.slots_per_worker
-    lines = "".join(f"echo {host}:{slots}\n" for host in rank_hostnames(job))
-    header = f"# Hosts of DistributedTraining {job.namespace}/{job.name}, for horovodrun --host-discovery-script.\n"
-    return f"#!/bin/sh\n{header}{lines}"
+    return "".join(f"{host}:{slots}\n" for host in elastic_hostnames(job))
 
 
 def build_hosts_configmap(job: Job) -> dict[str, Any]:
+    data = {HOSTFILE.rsplit("/", 1)[1]: hostfile(job)}
+    if job.spec.elastic is not None:
+        data[ELASTIC_HOSTS.rsplit("/", 1)[1]] = elastic_hosts(job)
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": metadata(job, hosts_configmap_name(job.name), ROLE_CONFIG),
-        "data": {"hostfile": hostfile(job), "discover_hosts.sh": discover_hosts_script(job)},
+        "data": data,
     }

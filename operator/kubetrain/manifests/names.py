@@ -25,6 +25,15 @@ def rank_hostnames(job: Job) -> list[str]:
     return [*own, *(worker_hostname(job, index) for index in range(job.spec.workers))]
 
 
+def elastic_hostnames(job: Job) -> list[str]:
+    """Every pod that may run ranks of an elastic job: the launcher first when it runs ranks, then workers
+    0..maxWorkers-1."""
+    elastic = job.spec.elastic
+    assert elastic is not None
+    own = [launcher_hostname(job)] if job.spec.launcher_runs_ranks else []
+    return [*own, *(worker_hostname(job, index) for index in range(elastic.max_workers))]
+
+
 def _qualified(job: Job, pod_hostname: str) -> str:
     return f"{pod_hostname}.{service_name(job.name)}.{job.namespace}.svc"
 

@@ -9,7 +9,14 @@ from kubetrain.contract import ROLE_CONFIG, SSH_PORT, ssh_secret_name
 from kubetrain.keys import SshKeyPair
 from kubetrain.manifests.names import metadata
 
-SSH_CLIENT_CONFIG = f"""Host *
+# A silent peer (its node gone) ends the ssh session after ServerAliveInterval x 3: an elastic job notices sooner.
+KEEPALIVE_SECONDS = 30
+ELASTIC_KEEPALIVE_SECONDS = 5
+
+
+def ssh_client_config(job: Job) -> str:
+    keepalive = ELASTIC_KEEPALIVE_SECONDS if job.spec.elastic else KEEPALIVE_SECONDS
+    return f"""Host *
   Port {SSH_PORT}
   IdentityFile ~/.ssh/id_ed25519
   IdentitiesOnly yes
@@ -17,7 +24,7 @@ SSH_CLIENT_CONFIG = f"""Host *
   UserKnownHostsFile /dev/null
   LogLevel ERROR
   ConnectTimeout 5
-  ServerAliveInterval 30
+  ServerAliveInterval {keepalive}
 """
 
 
@@ -31,6 +38,6 @@ def build_ssh_secret(job: Job, keys: SshKeyPair) -> dict[str, Any]:
             "id_ed25519": keys.private_key,
             "id_ed25519.pub": keys.public_key,
             "authorized_keys": keys.public_key,
-            "ssh_config": SSH_CLIENT_CONFIG,
+            "ssh_config": ssh_client_config(job),
         },
     }

@@ -16,7 +16,7 @@ from kubetrain import failure_policy
 from kubetrain import reasons as r
 from kubetrain.api import Job
 from kubetrain.contract import launcher_name
-from kubetrain.plan import desired, phase
+from kubetrain.plan import desired, elastic, phase
 from kubetrain.plan.model import (
     SAFETY_REQUEUE_SECONDS,
     WAIT_REQUEUE_SECONDS,
@@ -50,6 +50,14 @@ def decide(job: Job, status: Mapping[str, Any], children: Children, now: datetim
     if deadline is not None and now >= world.started + timedelta(seconds=deadline):
         return _fail(world, Failure(r.DEADLINE_EXCEEDED, f"the job ran longer than activeDeadlineSeconds={deadline}"))
     failure = phase.current_failure(world)
+    if failure is None and job.spec.elastic is not None:
+        for lost in elastic.departing(world).values():  # replaced, unless a podFailurePolicy rule fails the job
+            verdict = failure_policy.decide(lost.cause, job.spec.run_policy.pod_failure_policy)
+            if verdict.action == failure_policy.FAIL_JOB:
+                return _fail(world, Failure(lost.reason, f"{lost.message} ({verdict.rule})", lost.cause))
+        too_few = elastic.too_few_for(world)
+        if too_few is not None and too_few >= job.spec.wait_for_workers_seconds:
+            failure = elastic.too_few_failure(world)
     if failure is not None:
         verdict = failure_policy.decide(failure.cause, job.spec.run_policy.pod_failure_policy)
         if verdict.action == failure_policy.FAIL_JOB:
@@ -105,6 +113,10 @@ def _run(world: World, gang_left: float | None = None) -> Plan:
         plan.requeue_after = min(plan.requeue_after or WAIT_REQUEUE_SECONDS, WAIT_REQUEUE_SECONDS)
     if gang_left is not None:  # look again when the gang's time is up
         plan.requeue_after = min(plan.requeue_after or gang_left, max(gang_left, 0.5))
+    too_few = elastic.too_few_for(world)
+    if too_few is not None:  # look again when fewer than minWorkers have been Ready for too long
+        left = world.job.spec.wait_for_workers_seconds - too_few
+        plan.requeue_after = min(plan.requeue_after or left, max(left, 0.5))
     plan.requeue_after = min(plan.requeue_after or SAFETY_REQUEUE_SECONDS, SAFETY_REQUEUE_SECONDS)
     return plan
 

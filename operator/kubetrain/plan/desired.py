@@ -12,7 +12,8 @@ from kubetrain.manifests.hosts import build_hosts_configmap
 from kubetrain.manifests.launcher import build_launcher_job
 from kubetrain.manifests.pods import build_worker_pod, build_worker_pod_group
 from kubetrain.manifests.rbac import build_role, build_role_binding, build_service_account
-from kubetrain.manifests.service import build_service
+from kubetrain.manifests.service import build_ready_service, build_service
+from kubetrain.plan.elastic import departing
 from kubetrain.plan.model import (
     Action,
     Children,
@@ -39,6 +40,9 @@ def config_actions(job: Job, children: Children) -> list[Action]:
         (children.configmaps, build_hosts_configmap(job), "data"),
         (children.services, build_service(job), "spec"),
     ]
+    ready_service = build_ready_service(job)
+    if ready_service is not None:
+        desired.append((children.services, ready_service, "spec"))
     for existing_list, obj, drift_key in desired:
         existing = children.named(existing_list, obj["metadata"]["name"])
         if existing is None:
@@ -67,6 +71,7 @@ def attempt_actions(world: World) -> tuple[list[Action], bool]:
     """The current attempt's workers, then its launcher once every worker is Ready; older attempts' pods and launcher
     go first. Returns the actions and whether something is still going away (look again soon)."""
     job, children, attempt = world.job, world.children, world.attempt
+    elastic_departing = departing(world) if job.spec.elastic is not None else {}
     actions: list[Action] = []
     workers = world.live_workers
     waiting = False
@@ -74,6 +79,13 @@ def attempt_actions(world: World) -> tuple[list[Action], bool]:
         if role_of(pod) == ROLE_WORKER and pod not in workers.values() and not is_terminating(pod):
             actions.append(Delete("v1", "Pod", pod["metadata"]["name"]))
             waiting = True
+    if job.spec.elastic is not None:  # replace the workers that left; scale down
+        for index, pod in sorted(workers.items()):
+            if index >= job.spec.workers or index in elastic_departing:
+                actions.append(Delete("v1", "Pod", pod["metadata"]["name"]))
+                waiting = True
+        workers = {index: pod for index, pod in workers.items()
+                   if index < job.spec.workers and index not in elastic_departing}  # fmt: skip
     pod_group = build_worker_pod_group(job)
     if pod_group is not None and len(workers) < job.spec.workers:  # a create of the existing group returns it as is
         actions.append(Create(pod_group))
@@ -84,14 +96,15 @@ def attempt_actions(world: World) -> tuple[list[Action], bool]:
             waiting = True  # an old attempt's pod with this name is still going away
             continue
         actions.append(Create(build_worker_pod(job, index, attempt)))
+    # An elastic job's launcher waits for no worker going away (horovodrun adds workers as they come).
+    blocked = waiting and job.spec.elastic is None
     launcher = children.named(children.jobs, launcher_name(job.name))
     if launcher is not None and attempt_of(launcher) != attempt:
         if not is_terminating(launcher):
             actions.append(Delete("batch/v1", "Job", launcher_name(job.name)))
-        waiting = True
-        launcher = None
-    all_ready = sum(1 for pod in workers.values() if is_ready(pod)) == job.spec.workers
-    if launcher is None and all_ready and not waiting:
+        waiting = blocked = True
+    enough = sum(1 for pod in workers.values() if is_ready(pod)) >= job.spec.workers_to_start
+    if launcher is None and enough and not blocked:
         actions.append(Create(build_launcher_job(job, attempt)))
     return actions, waiting
 

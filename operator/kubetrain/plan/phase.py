@@ -10,8 +10,10 @@ from datetime import datetime
 from typing import Any
 
 from kubetrain import reasons as r
-from kubetrain.contract import ROLE_LAUNCHER, ROLE_WORKER, launcher_name, worker_name
+from kubetrain.api import Job
+from kubetrain.contract import LABEL_JOB, LABEL_ROLE, ROLE_LAUNCHER, ROLE_WORKER, launcher_name, worker_name
 from kubetrain.failure_policy import Cause
+from kubetrain.plan import elastic
 from kubetrain.plan.desired import drifted
 from kubetrain.plan.model import Create, CreateSshSecret, Event, Obj, Plan
 from kubetrain.plan.world import World
@@ -34,9 +36,10 @@ Conditions = Mapping[str, tuple[str, str, str]]
 def current_failure(world: World) -> Failure | None:
     """The first reason the current attempt cannot succeed, or None."""
     job = world.job
+    replaced = elastic.departing(world) if job.spec.elastic else {}  # an elastic job replaces these, goes on
     for index in sorted(world.workers):
         failure = pod_failure(world.workers[index], ROLE_WORKER)
-        if failure is not None:
+        if failure is not None and index not in replaced and index < job.spec.workers:
             return failure
     if world.launcher_pod is not None:
         failure = pod_failure(world.launcher_pod, ROLE_LAUNCHER)
@@ -44,7 +47,7 @@ def current_failure(world: World) -> Failure | None:
             return failure
     if job_finished(world.launcher) == "Failed":
         return Failure(r.LAUNCHER_FAILED, f"launcher Job {launcher_name(job.name)} failed", Cause("Launcher"))
-    if world.launcher is not None:
+    if world.launcher is not None and job.spec.elastic is None:
         for index in range(job.spec.workers):
             pod = world.workers.get(index)
             gone = world.departed.get(index) if pod is None else None
@@ -64,20 +67,27 @@ def running(world: World, plan: Plan) -> None:
     """Pending, Starting, Running (or still Restarting) from the workers and the launcher; into `plan`."""
     job, status = world.job, world.status
     workers = world.live_workers
-    ready = sum(1 for pod in workers.values() if is_ready(pod))
+    ready = sum(1 for index, pod in workers.items() if is_ready(pod) and index < job.spec.workers)
     all_ready = ready == job.spec.workers
+    enough = ready >= job.spec.workers_to_start
     # A launcher pod that has succeeded still means Running until its Job says so too (the Job's status follows the
     # pod's), so the phase never steps back to Starting at the end of a training.
     launcher_running = world.launcher_pod is not None and pod_phase(world.launcher_pod) in LAUNCHER_STARTED
     unschedulable = next((m for m in map(unschedulable_message, workers.values()) if m), None)
-    if launcher_running:
+    if launcher_running and job.spec.elastic:
+        phase, reason = r.RUNNING, r.LAUNCHER_RUNNING
+        message = f"the launcher is running horovodrun (elastic) with {ready}/{job.spec.workers} workers Ready"
+    elif launcher_running:
         phase, reason, message = r.RUNNING, r.LAUNCHER_RUNNING, "the launcher is running mpirun on every worker"
     elif world.attempt and status.get("phase") == r.RESTARTING:
         phase = r.RESTARTING
         reason = str(status.get("reason", r.WORKER_FAILED))
         message = str(status.get("message", "restarting every worker and the launcher"))
-    elif all_ready:
-        phase, reason, message = r.STARTING, r.WORKERS_READY, "every worker accepts ssh; starting the launcher"
+    elif all_ready or (enough and job.spec.elastic):
+        phase, reason = r.STARTING, r.WORKERS_READY
+        message = f"{ready}/{job.spec.workers} workers accept ssh; starting the launcher"
+        if all_ready:
+            message = "every worker accepts ssh; starting the launcher"
     else:
         phase, reason = r.PENDING, r.WAITING_FOR_WORKERS
         message = f"{ready}/{job.spec.workers} workers ready"
@@ -108,7 +118,13 @@ def running(world: World, plan: Plan) -> None:
     }
     if phase != r.RESTARTING and status.get("phase") == r.RESTARTING:
         conditions[r.COND_RESTARTING] = ("False", r.RESUMED, "every worker is back")
+    members = elastic.Membership()
+    if job.spec.elastic:
+        conditions[r.COND_MIN_WORKERS_READY] = elastic.min_condition(world)
+        members = elastic.membership(world, launcher_running)
+        plan.events.extend(members.events)
     plan.status = status_of(world, phase, reason, message, conditions, ready)
+    plan.status["workers"].update(members.workers)
     plan.status["startTime"] = iso(world.started)
     if status.get("phase") != phase:
         plan.events.append(Event("Normal", reason if phase != r.RESTARTING else r.RESTARTING, f"{phase}: {message}"))
@@ -190,14 +206,14 @@ def suspended(world: World, plan: Plan) -> None:
 def status_of(world: World, phase: str, reason: str, message: str, conditions: Conditions, ready: int,
               attempt: int | None = None) -> dict[str, Any]:  # fmt: skip
     """The operator's part of status (rank 0 owns progress.epoch/step/metrics and checkpoint)."""
-    status, total = world.status, world.job.spec.workers
+    status = world.status
     new: dict[str, Any] = {
         "phase": phase,
         "reason": reason,
         "message": message,
         "attempt": world.attempt if attempt is None else attempt,
         "restarts": world.restarts,
-        "workers": {"ready": ready, "total": total, "summary": f"{ready}/{total}"},
+        "workers": workers_status(world.job, ready),
         "conditions": merge_conditions(status.get("conditions") or [], conditions, world.now),
     }
     progress = status.get("progress") or {}
@@ -208,6 +224,16 @@ def status_of(world: World, phase: str, reason: str, message: str, conditions: C
     if metric:
         new["metric"] = metric
     return new
+
+
+def workers_status(job: Job, ready: int) -> dict[str, Any]:
+    """status.workers: Ready and wanted worker pods, an elastic job's bounds, the scale subresource's selector."""
+    total = job.spec.workers
+    workers: dict[str, Any] = {"ready": ready, "total": total, "summary": f"{ready}/{total}",
+                               "selector": f"{LABEL_JOB}={job.name},{LABEL_ROLE}={ROLE_WORKER}"}
+    if job.spec.elastic:
+        workers.update(min=job.spec.elastic.min_workers, max=job.spec.elastic.max_workers, members=[])
+    return workers
 
 
 def status_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:

@@ -14,11 +14,11 @@ from kubetrain.api import parse_job
 from kubetrain.cli import child_objects
 from kubetrain.keys import generate_ssh_keypair
 from kubetrain.manifests.env import job_environment
-from kubetrain.manifests.hosts import discover_hosts_script, hostfile
+from kubetrain.manifests.hosts import build_hosts_configmap, hostfile
 from kubetrain.manifests.launcher import build_launcher_job
 from kubetrain.manifests.pods import build_worker_pod
 from kubetrain.manifests.rbac import build_role, build_role_binding, build_service_account
-from kubetrain.manifests.service import build_service
+from kubetrain.manifests.service import build_ready_service, build_service
 from kubetrain.manifests.ssh import build_ssh_secret
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -44,8 +44,29 @@ def test_hostfile_lists_every_worker_with_its_slots(
         overrides["slotsPerWorker"] = slots
     job = parse_job(training(**overrides))
     assert hostfile(job).splitlines() == expected
-    script_lines = [line for line in discover_hosts_script(job).splitlines() if line.startswith("echo ")]
-    assert script_lines == [f"echo {line.replace(' slots=', ':')}" for line in expected]
+    assert list(build_hosts_configmap(job)["data"]) == ["hostfile"]  # elastic-hosts only for an elastic job
+
+
+def test_an_elastic_job_lists_every_host_it_may_grow_to_and_gets_a_ready_only_service() -> None:
+    job = parse_job(training(workers=2, resources={}, slotsPerWorker=2, elastic={"minWorkers": 1, "maxWorkers": 3}))
+    data = build_hosts_configmap(job)["data"]
+    assert data["hostfile"].splitlines() == [f"cifar-worker-{i}.cifar.ml.svc slots=2" for i in range(2)]
+    assert data["elastic-hosts"].splitlines() == [f"cifar-worker-{i}.cifar.ml.svc:2" for i in range(3)]
+    ready = build_ready_service(job)
+    assert ready is not None and ready["metadata"]["name"] == "cifar-ready"
+    assert "publishNotReadyAddresses" not in ready["spec"]  # Ready workers only
+    assert ready["spec"]["selector"] == build_service(job)["spec"]["selector"]
+    assert build_service(job)["spec"]["publishNotReadyAddresses"] is True  # the pods' own names from their start
+    env = job_environment(job)
+    assert env["KUBETRAIN_READY_SERVICE"] == "cifar-ready.ml.svc"
+    assert (env["KUBETRAIN_ELASTIC_MIN_WORKERS"], env["KUBETRAIN_ELASTIC_MAX_WORKERS"]) == ("1", "3")
+    assert env["KUBETRAIN_ELASTIC_HOSTS"] == "/etc/kubetrain/hosts/elastic-hosts"
+    assert "ServerAliveInterval 5\n" in build_ssh_secret(job, generate_ssh_keypair())["stringData"]["ssh_config"]
+    with_launcher = parse_job(training(workers=1, launcher={"runAsWorker": True}, elastic={"maxWorkers": 2}))
+    assert build_hosts_configmap(with_launcher)["data"]["elastic-hosts"].splitlines() == [
+        "cifar-launcher:1", "cifar-worker-0.cifar.ml.svc:1", "cifar-worker-1.cifar.ml.svc:1"]
+    static = parse_job(training())
+    assert build_ready_service(static) is None and "KUBETRAIN_READY_SERVICE" not in job_environment(static)
 
 
 @pytest.mark.parametrize(("gpus", "limit"), [(0, None), (1, 1), (8, 8)])

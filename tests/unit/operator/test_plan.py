@@ -72,7 +72,8 @@ def test_new_job_creates_config_and_workers_but_no_launcher_yet() -> None:
         ["ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Service", "Secret", "Pod", "Pod"]
     )
     assert plan.status["phase"] == r.PENDING
-    assert plan.status["workers"] == {"ready": 0, "total": 2, "summary": "0/2"}
+    assert plan.status["workers"] == {"ready": 0, "total": 2, "summary": "0/2",
+                                      "selector": "kubetrain.dev/job-name=cifar,kubetrain.dev/role=worker"}
     assert plan.status["startTime"] == "2026-11-21T12:00:00Z"
 
 
