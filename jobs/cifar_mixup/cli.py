@@ -7,6 +7,8 @@ first 3 epochs (Horovod's recipe for large effective batches; `--warmup-epochs 0
 
     horovodrun -np 2 python -m cifar_mixup --data-dir /data/cifar10 --epochs 30 --mixup --alpha 0.2
 
+Under elastic Horovod (`horovodrun --min-np/--max-np`) training goes on when ranks fail or join; see trainlib.elastic.
+
 This module parses the flags and checks the data files; TensorFlow loads later, in cifar_mixup.train.
 """
 
@@ -16,7 +18,13 @@ import argparse
 from collections.abc import Sequence
 
 from cifar_mixup.data import INPUT_SCALING, validate_data
-from trainlib.cli import add_common_arguments, positive_float, positive_int, resolve_checkpoint_dir
+from trainlib.cli import (
+    add_common_arguments,
+    add_elastic_arguments,
+    positive_float,
+    positive_int,
+    resolve_checkpoint_dir,
+)
 
 PROGRAM = "cifar_mixup"
 
@@ -24,6 +32,7 @@ PROGRAM = "cifar_mixup"
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"python -m {PROGRAM}", description=__doc__.split("\n\n")[0])
     add_common_arguments(parser, epochs=30, batch_size=32, learning_rate=0.1, warmup_epochs=3)
+    add_elastic_arguments(parser)
     parser.add_argument("--mixup", action=argparse.BooleanOptionalAction, default=None,
                         help="train on MixUp batches (default: on; --no-mixup trains on the plain images)")
     parser.add_argument("--alpha", "--mixup-alpha", dest="alpha", type=positive_float, default=0.2,

@@ -5,6 +5,9 @@ Every rank computes the scaling statistics (partial sums all-reduced), restores 
 trainers) is scored on the test split and rank 0 checkpoints it, writes the history and reports progress.
 Who trains: `single` rank 0 alone (the other ranks wait); the parameter-server trainers every rank but 0, which
 serves; the others every rank.
+
+Not elastic (no `horovodrun --min-np/--max-np`): the parameter-server trainers talk over MPI and elastic Horovod runs
+on Gloo; the others have their own loops, not Keras `fit`, and the EASGD and averaging trainers keep per-rank state.
 """
 
 from __future__ import annotations

@@ -13,6 +13,9 @@ replicas (with Horovod, reached after a 1-epoch warm-up).
 With `--strategy multiworker` worker 0 is the chief: it alone writes checkpoints and history; every worker resumes from
 the latest complete checkpoint in the (shared) checkpoint directory. See mnist.strategies for the global batch.
 
+With Horovod under `horovodrun --min-np/--max-np`, training is elastic: it goes on when ranks fail or join (see
+trainlib.elastic).
+
 This module parses the flags and checks the data files and TF_CONFIG; TensorFlow loads later, in mnist.train.
 """
 
@@ -24,7 +27,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 from mnist.data import validate_data
-from trainlib.cli import add_common_arguments, positive_int, resolve_checkpoint_dir
+from trainlib.cli import add_common_arguments, add_elastic_arguments, positive_int, resolve_checkpoint_dir
 from trainlib.errors import TrainingInputError
 
 PROGRAM = "mnist"
@@ -35,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"python -m {PROGRAM}", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common_arguments(parser, epochs=10, batch_size=256, learning_rate=0.001, warmup_epochs=1)
+    add_elastic_arguments(parser)
     parser.add_argument("--strategy", choices=["horovod", "mirrored", "multiworker"], default="horovod",
                         help="horovod (run under horovodrun/mpirun), mirrored (tf.distribute.MirroredStrategy over "
                              "this machine's GPUs, the article's) or multiworker (tf.distribute."

@@ -18,6 +18,7 @@ Modules, one job each:
 - `plots`          the training-curve plots (matplotlib, Agg backend)
 - `callbacks`      Keras callbacks adapting checkpoints, history and progress to `model.fit`
 - `keras_training` `fit_distributed`: resume + broadcast + `model.fit` with all callbacks, for Keras programs
+- `elastic`        `fit_elastic`: the same under elastic Horovod (ranks fail or join while training goes on)
 - `custom_loop`    for programs with their own loop: `EpochRecorder` (checkpoint, history and progress per epoch) and
                    Horovod's warm-up as pure functions (`warmup_learning_rate`, `warmup_fraction`)
 - `cli`            shared argparse flags, logging setup, and `run_main` (bad input -> one stderr line, exit 2)

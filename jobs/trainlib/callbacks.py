@@ -9,7 +9,8 @@ epoch (the variables' values, the metrics) and hand the file writes, the plot an
 one thread, in order: checkpoint, then history, then progress (which names that checkpoint). Training goes on meanwhile;
 the writer waits for its work when training ends and raises a failed checkpoint save in the training thread. Progress
 is reported by time (`report_interval`), not every epoch, and the last epoch always. Without a writer every callback
-does its work in the training thread, as a crash test needs ("saved" means on disk).
+does its work in the training thread, as a crash test needs ("saved" means on disk). `chief_callbacks` builds the
+whole set rank 0 runs.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import tensorflow as tf
 
 from trainlib.checkpoints import Checkpoint, CheckpointManager
+from trainlib.distributed import WorkerContext
 from trainlib.history import HistoryLog
 from trainlib.progress import ProgressReporter
 
@@ -180,3 +182,17 @@ class ProgressCallback(tf.keras.callbacks.Callback):
                                  checkpoint_epoch=last.epoch if last else None)
 
         run_or_submit(self.writer, send)
+
+
+def chief_callbacks(context: WorkerContext, manager: CheckpointManager, variables: Mapping[str, Sequence[tf.Variable]],
+                    title: str, epochs: int, steps: int, initial_epoch: int) -> list[tf.keras.callbacks.Callback]:
+    """Checkpoint after every epoch, then history (json; the plot by time), then progress in the job's status (by
+    time), all written on one background thread so that training never waits for a disk or the API server."""
+    history = HistoryLog(manager.directory, title, plot_interval=PLOT_INTERVAL_SECONDS)
+    history.resume_at(initial_epoch)
+    writer = BackgroundWriter()
+    checkpoints = CheckpointCallback(manager, variables, rank=context.rank, writer=writer)
+    return [checkpoints, HistoryCallback(history, writer),
+            ProgressCallback(ProgressReporter.from_environment(), epochs, steps, checkpoints, writer,
+                             report_interval=REPORT_INTERVAL_SECONDS),
+            writer]

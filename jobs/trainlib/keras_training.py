@@ -2,7 +2,8 @@
 checkpoint, history and progress callbacks.
 
 `fit_distributed` (Horovod): rank 0 restores and broadcasts; the Horovod callbacks run first; the model must be
-compiled with `distributed.distributed_optimizer(...)`. `fit_with_strategy` (tf.distribute, e.g. Mirrored or
+compiled with `distributed.distributed_optimizer(...)`. Under elastic Horovod it hands over to `elastic.fit_elastic`.
+Either way it ends with the held-out evaluation. `fit_with_strategy` (tf.distribute, e.g. Mirrored or
 MultiWorkerMirrored): the strategy keeps replicas in sync, so every worker restores the same checkpoint itself.
 """
 
@@ -10,48 +11,77 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import tensorflow as tf
 
-from trainlib.callbacks import (
-    PLOT_INTERVAL_SECONDS,
-    REPORT_INTERVAL_SECONDS,
-    BackgroundWriter,
-    CheckpointCallback,
-    HistoryCallback,
-    ProgressCallback,
-)
+from trainlib import distributed
+from trainlib.callbacks import chief_callbacks
 from trainlib.checkpoints import CheckpointManager
+from trainlib.cli import DEFAULT_COMMIT_EVERY_BATCHES
 from trainlib.distributed import WorkerContext, horovod_callbacks
+from trainlib.elastic import InputFactory, fit_elastic
 from trainlib.hdf5_input import RankInput
-from trainlib.history import HistoryLog
-from trainlib.progress import ProgressReporter
-from trainlib.resume import Variables, keras_state, restore_and_broadcast, restore_latest
+from trainlib.resume import keras_state, restore_and_broadcast, restore_latest
+
+__all__ = ["InputFactory", "Trained", "chief_callbacks", "evaluate_held_out", "fit_distributed", "fit_with_strategy"]
 
 log = logging.getLogger(__name__)
 
 
-def fit_distributed(context: WorkerContext, model: tf.keras.Model, train: RankInput, validation: RankInput | None, *,
-                    epochs: int, initial_lr: float, warmup_epochs: int, checkpoint_dir: str, keep_checkpoints: int,
-                    title: str, extra_callbacks: Sequence[tf.keras.callbacks.Callback] = ()) -> int:
-    """Train from the latest checkpoint up to `epochs`; returns the epoch training started from (0 = fresh).
+@dataclass(frozen=True)
+class Trained:
+    """How a run ended on this process: its place in the job then (elastic runs change it), and the held-out metrics
+    averaged over ranks (None without held-out input) over `held_out_rows` rows of all ranks."""
 
-    Only rank 0 touches `checkpoint_dir`. Validation (if given) runs on every rank over its own block of the held-out
-    data; the reported `val_*` metrics are averaged over ranks.
+    context: WorkerContext
+    held_out: dict[str, float] | None
+    held_out_rows: int
+
+
+def evaluate_held_out(context: WorkerContext, model: tf.keras.Model, validation: RankInput | None) -> Trained:
+    """Evaluate `model` on every rank's block of the held-out data, averaged over ranks (every rank must call this)."""
+    if validation is None:
+        return Trained(context, None, 0)
+    results = model.evaluate(validation.dataset, steps=validation.steps, verbose=0, return_dict=True)
+    names = list(results)  # loss, then the compiled metrics: the same order on every rank
+    means = distributed.allreduce_mean([results[name] for name in names], name="held_out_evaluation")
+    return Trained(context, {name: float(mean) for name, mean in zip(names, means, strict=True)},
+                   validation.rows * context.size)
+
+
+def fit_distributed(context: WorkerContext, model: tf.keras.Model, inputs: InputFactory, *, epochs: int,
+                    learning_rate: float, warmup_epochs: int, checkpoint_dir: str, keep_checkpoints: int, title: str,
+                    commit_every_batches: int = DEFAULT_COMMIT_EVERY_BATCHES,
+                    extra_callbacks: Sequence[tf.keras.callbacks.Callback] = ()) -> Trained:
+    """Train from the latest checkpoint up to `epochs`, then evaluate on the held-out input.
+
+    `inputs(context)` builds this rank's (train, validation) pipelines. `learning_rate` is one rank's; the model is
+    compiled at `distributed.scaled_learning_rate(learning_rate, context.size)`. Only rank 0 touches
+    `checkpoint_dir`. Validation (if given) runs on every rank over its own block of the held-out data; the reported
+    `val_*` metrics are averaged over ranks. Elastic runs (`distributed.is_elastic()`) commit every
+    `commit_every_batches` batches, see `elastic.fit_elastic`.
     """
+    if distributed.is_elastic():
+        return fit_elastic(model, inputs, lambda now, validation: evaluate_held_out(now, model, validation),
+                           epochs=epochs, learning_rate=learning_rate, warmup_epochs=warmup_epochs,
+                           checkpoint_dir=checkpoint_dir, keep_checkpoints=keep_checkpoints, title=title,
+                           commit_every_batches=commit_every_batches, extra_callbacks=extra_callbacks)
+    train, validation = inputs(context)
     manager = CheckpointManager(checkpoint_dir, keep_checkpoints) if context.is_chief else None
     variables = keras_state(model)
     initial_epoch = restore_and_broadcast(context, manager, variables)
     if initial_epoch >= epochs:
         if context.is_chief:
             log.info("the latest checkpoint already has %d of %d epochs: nothing to train", initial_epoch, epochs)
-        return initial_epoch
+        return evaluate_held_out(context, model, validation)
+    initial_lr = distributed.scaled_learning_rate(learning_rate, context.size)
     callbacks: list[tf.keras.callbacks.Callback] = horovod_callbacks(initial_lr, warmup_epochs, train.steps)
     callbacks.extend(extra_callbacks)
     if manager is not None:
         callbacks += chief_callbacks(context, manager, variables, title, epochs, train.steps, initial_epoch)
     _fit(context, model, train, validation, epochs, initial_epoch, callbacks)
-    return initial_epoch
+    return evaluate_held_out(context, model, validation)
 
 
 def fit_with_strategy(strategy: tf.distribute.Strategy, context: WorkerContext, model: tf.keras.Model,
@@ -69,20 +99,6 @@ def fit_with_strategy(strategy: tf.distribute.Strategy, context: WorkerContext, 
                  if context.is_chief else [])  # fmt: skip
     _fit(context, model, train, validation, epochs, initial_epoch, callbacks)
     return initial_epoch
-
-
-def chief_callbacks(context: WorkerContext, manager: CheckpointManager, variables: Variables, title: str,
-                    epochs: int, steps: int, initial_epoch: int) -> list[tf.keras.callbacks.Callback]:  # fmt: skip
-    """Checkpoint after every epoch, then history (json; the plot by time), then progress in the job's status (by
-    time), all written on one background thread so that training never waits for a disk or the API server."""
-    history = HistoryLog(manager.directory, title, plot_interval=PLOT_INTERVAL_SECONDS)
-    history.resume_at(initial_epoch)
-    writer = BackgroundWriter()
-    checkpoints = CheckpointCallback(manager, variables, rank=context.rank, writer=writer)
-    return [checkpoints, HistoryCallback(history, writer),
-            ProgressCallback(ProgressReporter.from_environment(), epochs, steps, checkpoints, writer,
-                             report_interval=REPORT_INTERVAL_SECONDS),
-            writer]
 
 
 def _fit(context: WorkerContext, model: tf.keras.Model, train: RankInput, validation: RankInput | None, epochs: int,

@@ -5,6 +5,9 @@ the embeddings initialises the centroids; epochs P+1.. train classification + k-
 Every epoch ends with an evaluation on the test files (each rank its own block; losses and confusion counts summed over
 ranks before the Hungarian matching) and, on rank 0, a checkpoint (weights incl. centroids, optimizer state), the
 history files and a progress report. A restarted run resumes after the latest checkpoint.
+
+Not elastic (no `horovodrun --min-np/--max-np`): the loop is its own, not Keras `fit`, and its compiled steps and
+learning-rate and batch-norm schedules are built for one number of ranks (samples per step = batch x ranks).
 """
 
 from __future__ import annotations

@@ -106,6 +106,9 @@ NOT_RUN = {
     "kubectl logs job/<name>-launcher": CLUSTER_NAMED,
     "kubectl logs <name>-worker-0": CLUSTER_NAMED,
     "kubectl get": MENTION,
+    "kubectl scale": MENTION,
+    "kubectl scale dtr NAME --replicas N": f"{CLUSTER_NAMED}; tests/controlplane/test_operator_elastic.py scales an "
+                                           "elastic job and the kind tier's scenario_elastic grows one from 2 to 3",
     "kubectl apply": MENTION,
     "kubetrain status cifar-mixup -n team-a": f"{CLUSTER}: it reads the job's status from the cluster",
     "kind create cluster --name kubetrain": KIND_CLUSTER,

@@ -97,6 +97,8 @@ def test_render_prints_every_child_the_operator_creates(example: Example, tmp_pa
     expected["Pod"] = job.spec.workers
     if example.gang:
         expected["PodGroup"] = 1  # README: with scheduling.gang the operator creates the job's PodGroup
+    if job.spec.elastic:
+        expected["Service"] = 2  # README: an elastic job's <name>-ready as well
     assert Counter(o["kind"] for o in objects) == expected, [f"{o['kind']}/{o['metadata']['name']}" for o in objects]
     for name, spec in pod_specs(objects).items():
         containers = [*spec.get("initContainers", []), *spec["containers"]]

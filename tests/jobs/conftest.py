@@ -1,7 +1,7 @@
 """Shared helpers for the jobs tier: run the training programs as users do (`horovodrun -np 2 python -m <program>`).
 
 Every test module here sets `pytestmark = pytest.mark.jobs`. Data sets are small and real where possible
-(scikit-learn's digits, written through the programs' own converters).
+(scikit-learn's digits, written through the programs' own converters: `digits_dir` for cifar_mixup, `mnist_dir`).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 HOROVODRUN = os.path.join(os.path.dirname(sys.executable), "horovodrun")
@@ -60,6 +61,46 @@ def run_checked(command: Sequence[str], cwd: Path, timeout: int = 300,
     return done
 
 
+def horovodrun_elastic_command(discovery_script: Path, program_args: Sequence[str], *, np: int, min_np: int,
+                               max_np: int, cooldown: tuple[int, int] = (5, 10)) -> list[str]:
+    """`horovodrun` as kubetrain's launcher runs an elastic job (Gloo), the hosts from `discovery_script`."""
+    return [HOROVODRUN, "-np", str(np), "--min-np", str(min_np), "--max-np", str(max_np), "--host-discovery-script",
+            str(discovery_script), "--network-interface", "lo", "--blacklist-cooldown-range", str(cooldown[0]),
+            str(cooldown[1]), "--gloo", sys.executable, *program_args]
+
+
+def write_discovery_script(directory: Path, hosts: Sequence[str]) -> Path:
+    """A host discovery script that prints `hosts.txt` beside it (rewrite that file to change the hosts).
+
+    `127.0.0.1` and `localhost` are two hosts to horovodrun, and both are this machine: it starts their ranks itself,
+    without ssh.
+    """
+    (directory / "hosts.txt").write_text("".join(f"{host}\n" for host in hosts))
+    script = directory / "discover-hosts.sh"
+    script.write_text(f"#!/bin/sh\ncat '{directory / 'hosts.txt'}'\n")
+    script.chmod(0o755)
+    return script
+
+
+def rank_processes(marker: str, rank: int) -> list[int]:
+    """PIDs of the job's Python processes (their command line contains `marker`) that horovodrun started as `rank`.
+
+    horovodrun puts each rank's launch rank in its environment (HOROVOD_RANK); an elastic job may renumber it later.
+    """
+    found = []
+    for pid in processes_mentioning(marker):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                environment = handle.read().split(b"\0")
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                program = os.path.basename(handle.read().split(b"\0")[0])
+        except OSError:
+            continue
+        if program.startswith(b"python") and f"HOROVOD_RANK={rank}".encode() in environment:
+            found.append(pid)
+    return found
+
+
 def start_job(command: Sequence[str], cwd: Path, log: Path) -> subprocess.Popen:
     """Start the job in its own session (so `kill_when` can kill it whole), writing its output to `log`."""
     with open(log, "w") as handle:  # the job keeps its own copy of the file descriptor
@@ -87,6 +128,17 @@ def processes_mentioning(marker: str) -> list[int]:
     return found
 
 
+def wait_until(process: subprocess.Popen, ready: Callable[[], bool], timeout: float = 240, log: Path | None = None,
+               interval: float = 0.2) -> None:
+    """Poll `ready()` every `interval` seconds until it holds; fail if the job ends first or `timeout` passes."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert process.poll() is None, (f"job ended (exit {process.returncode}) before the awaited point\n"
+                                        f"{log.read_text()[-4000:] if log else ''}")
+        assert time.monotonic() < deadline, "awaited point not reached in time"
+        time.sleep(interval)
+
+
 def kill_when(process: subprocess.Popen, ready: Callable[[], bool], marker: str, timeout: float = 240,
               log: Path | None = None, interval: float = 0.2) -> None:
     """SIGKILL the started job (its process group, then any rank still naming `marker`) once `ready()` holds.
@@ -94,12 +146,7 @@ def kill_when(process: subprocess.Popen, ready: Callable[[], bool], marker: str,
     `ready()` is polled every `interval` seconds (shorter for jobs whose epochs take well under a second). `log`: the
     file the job writes its output to, whose tail is shown if the job ends before the kill point.
     """
-    deadline = time.monotonic() + timeout
-    while not ready():
-        assert process.poll() is None, (f"job ended (exit {process.returncode}) before the kill point\n"
-                                        f"{log.read_text()[-4000:] if log else ''}")
-        assert time.monotonic() < deadline, "kill point not reached in time"
-        time.sleep(interval)
+    wait_until(process, ready, timeout, log, interval)
     os.killpg(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
     for _ in range(100):
@@ -120,8 +167,12 @@ class JobRunner:
 
     environment = staticmethod(job_environment)
     horovodrun_command = staticmethod(horovodrun_command)
+    horovodrun_elastic_command = staticmethod(horovodrun_elastic_command)
+    write_discovery_script = staticmethod(write_discovery_script)
+    rank_processes = staticmethod(rank_processes)
     run_checked = staticmethod(run_checked)
     start_job = staticmethod(start_job)
+    wait_until = staticmethod(wait_until)
     kill_when = staticmethod(kill_when)
     is_rank0_line = staticmethod(is_rank0_line)
 
@@ -129,7 +180,8 @@ class JobRunner:
 @pytest.fixture(scope="session")
 def jobs() -> JobRunner:
     """`jobs.horovodrun_command(...)`, `jobs.run_checked(...)`, `jobs.start_job(...)`, `jobs.kill_when(...)`,
-    `jobs.environment()`, `jobs.is_rank0_line(line)`."""
+    `jobs.wait_until(...)`, `jobs.environment()`, `jobs.is_rank0_line(line)`; for elastic jobs
+    `jobs.horovodrun_elastic_command(...)`, `jobs.write_discovery_script(...)`, `jobs.rank_processes(...)`."""
     return JobRunner()
 
 
@@ -138,4 +190,25 @@ def digits_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """scikit-learn's digits as cifar_mixup HDF5 (train.h5 / test.h5), written by the program's converter."""
     out = tmp_path_factory.mktemp("digits")
     run_checked([sys.executable, "-m", "cifar_mixup.convert", "digits", "--out", str(out)], out, timeout=120)
+    return out
+
+
+@pytest.fixture(scope="session")
+def mnist_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Digits upscaled 3x and padded to 28x28, in IDX files (train gzip-compressed, test plain), then converted."""
+    from sklearn.datasets import load_digits
+
+    from mnist.idx import write_idx
+
+    digits = load_digits()
+    images = np.round(digits.images * (255.0 / 16.0)).astype(np.uint8)
+    images = np.pad(np.kron(images, np.ones((1, 3, 3), np.uint8)), ((0, 0), (2, 2), (2, 2)))
+    labels = digits.target.astype(np.uint8)
+    source = tmp_path_factory.mktemp("mnist-idx")
+    write_idx(str(source / "train-images-idx3-ubyte.gz"), images[:1400])
+    write_idx(str(source / "train-labels-idx1-ubyte.gz"), labels[:1400])
+    write_idx(str(source / "t10k-images-idx3-ubyte"), images[1400:])
+    write_idx(str(source / "t10k-labels-idx1-ubyte"), labels[1400:])
+    out = tmp_path_factory.mktemp("mnist-h5")
+    run_checked([sys.executable, "-m", "mnist.convert", "--source", str(source), "--out", str(out)], out)
     return out

@@ -14,32 +14,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from mnist.idx import write_idx
 from trainlib.checkpoints import CheckpointManager, state_digest
 
 pytestmark = pytest.mark.jobs
-
-
-@pytest.fixture(scope="module")
-def mnist_dir(jobs, tmp_path_factory) -> Path:
-    """Digits upscaled 3x and padded to 28x28, in IDX files (train gzip-compressed, test plain), then converted."""
-    from sklearn.datasets import load_digits
-
-    digits = load_digits()
-    images = np.round(digits.images * (255.0 / 16.0)).astype(np.uint8)
-    images = np.pad(np.kron(images, np.ones((1, 3, 3), np.uint8)), ((0, 0), (2, 2), (2, 2)))
-    labels = digits.target.astype(np.uint8)
-    source = tmp_path_factory.mktemp("mnist-idx")
-    write_idx(str(source / "train-images-idx3-ubyte.gz"), images[:1400])
-    write_idx(str(source / "train-labels-idx1-ubyte.gz"), labels[:1400])
-    write_idx(str(source / "t10k-images-idx3-ubyte"), images[1400:])
-    write_idx(str(source / "t10k-labels-idx1-ubyte"), labels[1400:])
-    out = tmp_path_factory.mktemp("mnist-h5")
-    jobs.run_checked([sys.executable, "-m", "mnist.convert", "--source", str(source), "--out", str(out)], out)
-    return out
 
 
 def mnist(data_dir: Path, checkpoint_dir: Path, epochs: int, *extra: str) -> list[str]:
