@@ -18,9 +18,13 @@ import pytest
 
 # docker_pods reuses the launch tier's kubelet volume layout (tests/launch/pod_emulator.py).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "launch"))
+BYO = Path(__file__).resolve().parent / "byo"
+sys.path.insert(0, str(BYO))
 
 from docker_pods import DockerJob, deploy  # noqa: E402
 from image_names import IMAGES, REPO, image_name  # noqa: E402
+from tags import NAMES as BYO_NAMES  # noqa: E402
+from tags import byo_image  # noqa: E402
 
 
 def docker_problem() -> str | None:
@@ -45,13 +49,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def images() -> dict[str, str]:
-    """images/ directory -> image name, every image present in the engine (built by images/build.sh if missing)."""
+    """images/ directory -> image name, every image present in the engine (built by images/build.sh if missing).
+    kubetrain/entrypoints is built every session: its scripts are what these tests check, and Docker's cache makes
+    an unchanged build take a second."""
     names = {directory: image_name(directory) for directory in IMAGES}
     missing = [d for d, name in names.items() if subprocess.run(["docker", "image", "inspect", name],
                                                                    capture_output=True).returncode != 0]  # fmt: skip
-    if missing:
-        subprocess.run([str(REPO / "images" / "build.sh"), *missing], check=True)
+    rebuilt = missing if "entrypoints" in missing else [*missing, "entrypoints"]
+    subprocess.run([str(REPO / "images" / "build.sh"), *rebuilt], check=True)
     return names
+
+
+@pytest.fixture(scope="session")
+def byo(images: dict[str, str]) -> None:
+    """A user's own MPI images without Horovod (tests/images/byo/build.sh, which `make test` runs; built here when
+    missing)."""
+    missing = [name for name in BYO_NAMES if subprocess.run(["docker", "image", "inspect", byo_image(name)],
+                                                               capture_output=True).returncode != 0]  # fmt: skip
+    if missing:
+        subprocess.run([str(BYO / "build.sh")], check=True)
 
 
 @pytest.fixture(scope="session")

@@ -81,9 +81,10 @@ class DockerKubelet:
         docker("network", "create", self.network)
 
     def start(self, pod: Mapping[str, Any], *, aliases: Sequence[str] = (), command: Sequence[str] | None = None,
-              extra_env: Mapping[str, str] | None = None) -> Container:  # fmt: skip
+              extra_env: Mapping[str, str] | None = None, dns: str | None = None) -> Container:  # fmt: skip
         """Start `pod` (a Pod, or a batch Job's pod template): its init containers one after the other, each to a
-        successful end, then its first container; `command` replaces that container's command."""
+        successful end, then its first container; `command` replaces that container's command. `dns`: a DNS server
+        for the names Docker's embedded DNS does not know."""
         spec = pod["spec"]["template"]["spec"] if pod["kind"] == "Job" else pod["spec"]
         name = f"{pod['metadata']['name']}-{self.id}-{len(self.containers)}"
         pod_dir = self.root / name
@@ -98,6 +99,7 @@ class DockerKubelet:
         args = ["--detach", *self._run_args(name, spec, container, volumes)]
         args += ["--hostname", spec.get("hostname", pod["metadata"]["name"])]
         args += [f"--network-alias={alias}" for alias in aliases]
+        args += ["--dns", dns] if dns else []
         env = {entry["name"]: entry["value"] for entry in container.get("env", []) if "value" in entry}
         env.update({**NO_API_SERVER, **(extra_env or {})})
         for key, value in env.items():
@@ -170,8 +172,8 @@ class DockerJob:
         self.workers[index] = self.kubelet.start(pod, aliases=[worker_hostname(self.job, index)], command=command)
         return self.workers[index]
 
-    def start_launcher(self, extra_env: Mapping[str, str] | None = None) -> Container:
-        return self.kubelet.start(build_launcher_job(self.job), extra_env=extra_env)
+    def start_launcher(self, extra_env: Mapping[str, str] | None = None, dns: str | None = None) -> Container:
+        return self.kubelet.start(build_launcher_job(self.job), extra_env=extra_env, dns=dns)
 
 
 def deploy(root: Path, body: Mapping[str, Any]) -> DockerJob:

@@ -7,31 +7,16 @@ image may lack."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 from job_on_hosts import job_body
+from tags import byo_image  # tests/images/byo, put on sys.path by conftest.py
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "byo"))
-from tags import byo_image  # noqa: E402
-
-BYO = Path(__file__).resolve().parent / "byo"
 ALLREDUCE = ["python", "/opt/byo/allreduce.py"]
 # Each image's MPI (also what the launcher calls it): spec.mpi.implementation and the library's own words
 MPIS = {"openmpi4": ("OpenMPI", "Open MPI v4.1"), "openmpi5": ("OpenMPI", "Open MPI v5.0.11"),
         "mpich": ("MPICH", "MPICH Version:"), "intelmpi": ("IntelMPI", "Intel(R) MPI Library 2021.14")}  # fmt: skip
-
-
-@pytest.fixture(scope="session")
-def byo(images) -> None:
-    """The images (built by tests/images/byo/build.sh, which `make test` runs; built here when missing)."""
-    missing = [name for name in MPIS if subprocess.run(["docker", "image", "inspect", byo_image(name)],
-                                                          capture_output=True).returncode != 0]  # fmt: skip
-    if missing:
-        subprocess.run([str(BYO / "build.sh")], check=True)
 
 
 def own_job(name: str, mpi: str, ranks_per_pod: int, *, workers: int = 2, run_as_user: int | None = None,

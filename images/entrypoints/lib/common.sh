@@ -7,6 +7,7 @@
 #   kt_ensure_user    ssh and sshd look the uid up in /etc/passwd. An uid without an entry gets one: appended to
 #                     /etc/passwd when it is writable, else in a private copy served by nss_wrapper (LD_PRELOAD): the
 #                     image's own libnss_wrapper, or the one shipped beside these scripts when it loads in this image.
+#   kt_passwd_home    the home of the uid's passwd entry: where ssh looks for ~/.ssh/config, whatever $HOME says.
 #   kt_copy_ssh_files copies the Secret mounted at KUBETRAIN_SSH_DIR to $HOME/.ssh with the modes ssh insists on
 #                     (kubelet mounts it read-only, owned by root and with modes a private key must not have).
 # Reads: KUBETRAIN_SSH_DIR (default /etc/kubetrain/ssh), KUBETRAIN_SSH_PORT (default 2222), KUBETRAIN_IMAGE (the
@@ -43,6 +44,16 @@ kt_has_entry() {
   while IFS=: read -r name _password id rest; do
     [ "$id" = "$2" ] && return 0
   done <"$1"
+  return 1
+}
+
+# kt_passwd_home: the home folder of this uid's passwd entry (nss_wrapper's copy when it serves the uid).
+kt_passwd_home() {
+  local name _password id _gid _gecos home _shell uid
+  uid=$(id -u)
+  while IFS=: read -r name _password id _gid _gecos home _shell; do
+    [ "$id" = "$uid" ] && printf '%s\n' "$home" && return 0
+  done <"${NSS_WRAPPER_PASSWD:-/etc/passwd}"
   return 1
 }
 

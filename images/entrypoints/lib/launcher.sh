@@ -1,26 +1,46 @@
 #!/usr/bin/env bash
-# kubetrain launcher: `launcher <command...>` runs the training command on every hostfile host with the job's MPI.
-# Run by ../launcher, which checks that the image has bash; the image needs ssh (openssh-client) and an MPI.
+# kubetrain launcher: `launcher <command...>` runs the training command on every hostfile host with the job's MPI, or
+# with horovodrun's elastic mode for a job with spec.elastic (KUBETRAIN_ELASTIC_MAX_WORKERS set).
+# Run by ../launcher, which checks that the image has bash; the image needs ssh (openssh-client) and an MPI, or
+# Horovod (with Gloo) for an elastic job.
 #
 # 1. copies the job's key material from KUBETRAIN_SSH_DIR (Secret <name>-ssh) into a writable $HOME/.ssh (any uid);
 # 2. finds the MPI: KUBETRAIN_MPI_IMPLEMENTATION (spec.mpi.implementation: OpenMPI, IntelMPI or MPICH) and what its
-#    launcher's `--version` prints (Open MPI 4 and 5 take different options); a different MPI in the image is named;
+#    launcher's `--version` prints (Open MPI 4 and 5 take different options); a different MPI in the image is named.
+#    An elastic job needs horovodrun instead;
 # 3. waits until every other host in KUBETRAIN_HOSTFILE accepts an ssh login (`ssh host true`, retried while the name
 #    does not resolve yet or sshd is not listening), for at most KUBETRAIN_WAIT_SECONDS (default 300) in total; its own
-#    line (launcher.runAsWorker) needs only to resolve;
+#    line (launcher.runAsWorker) needs only to resolve. An elastic job waits for KUBETRAIN_ELASTIC_MIN_WORKERS of them;
 # 4. execs the implementation's command line (lib/mpi.sh) with KUBETRAIN_NUM_PROCESSES ranks, forwarding PATH,
 #    LD_LIBRARY_PATH, PYTHONPATH, every name in KUBETRAIN_FORWARD_ENV and any NCCL_, HOROVOD_, FI_, I_MPI_, UCX_ or
-#    MPIR_CVAR_ variable to the ranks.
+#    MPIR_CVAR_ variable to the ranks. An elastic job execs horovodrun (lib/elastic.sh, lib/horovodrun.py) instead:
+#    it runs ranks on the Ready workers lib/discover_hosts.py finds, from minWorkers to maxWorkers, with its environment.
 # The MPI reaches the workers with `ssh -F $HOME/.ssh/ssh_config -i <key> -p KUBETRAIN_SSH_PORT`; host keys are not
-# pinned because workers generate fresh ones at every start.
-# Exit codes: the program's (through the MPI); 2 = bad configuration or a tool missing from the image; 3 = a worker
-# never accepted ssh (message names it).
+# pinned because workers generate fresh ones at every start. horovodrun's ssh has no -F: the config is ~/.ssh/config.
+# Exit codes: the program's (through the MPI or horovodrun); 2 = bad configuration or a tool missing from the image;
+# 3 = a worker never accepted ssh (message names it).
 set -euo pipefail
 KT_ROLE=launcher
 # shellcheck source-path=SCRIPTDIR source=common.sh
 . "${BASH_SOURCE[0]%/*}/common.sh"
 # shellcheck source=mpi.sh
 . "$KT_LIB/mpi.sh"
+# shellcheck source=elastic.sh
+. "$KT_LIB/elastic.sh"
+
+# kt_install_ssh_config FILE: horovodrun's ssh takes no -F. It reads ~/.ssh/config, and ssh's ~ is the home of the
+# uid's passwd entry, which may differ from $HOME (root's /root in an image run as root): both get the config.
+kt_install_ssh_config() {
+  local home dir dirs=("$KT_SSH_DIR")
+  home=$(kt_passwd_home) || home=$HOME
+  [ "$home/.ssh" = "$KT_SSH_DIR" ] || dirs+=("$home/.ssh")
+  for dir in "${dirs[@]}"; do
+    if ! { mkdir -p "$dir" 2>/dev/null && chmod 0700 "$dir" && (umask 077 && cat "$1" >"$dir/config") 2>/dev/null; }
+    then
+      kt_log "cannot write $dir/config: horovodrun's ssh runs without the job's ssh options"
+    fi
+  done
+}
 
 [ $# -gt 0 ] || kt_die "usage: launcher <command...> (the job's spec.command)"
 hostfile=${KUBETRAIN_HOSTFILE:-/etc/kubetrain/hosts/hostfile}
@@ -29,18 +49,41 @@ num_processes=${KUBETRAIN_NUM_PROCESSES:-}
 [[ $num_processes =~ ^[1-9][0-9]*$ ]] || kt_die "KUBETRAIN_NUM_PROCESSES='$num_processes' must be a positive integer"
 wait_seconds=${KUBETRAIN_WAIT_SECONDS:-300}
 [[ $wait_seconds =~ ^[0-9]+$ ]] || kt_die "KUBETRAIN_WAIT_SECONDS='$wait_seconds' must be a whole number of seconds"
-implementation=${KUBETRAIN_MPI_IMPLEMENTATION:-OpenMPI}
-program=$(kt_mpi_program "$implementation")
+elastic_max=${KUBETRAIN_ELASTIC_MAX_WORKERS:-}
 
 kt_require ssh openssh-client
-command -v "$program" >/dev/null 2>&1 || kt_die "$program not found in image $KT_IMAGE (PATH=$PATH): install \
+if [ -n "$elastic_max" ]; then
+  elastic_min=${KUBETRAIN_ELASTIC_MIN_WORKERS:-1}
+  [[ $elastic_min =~ ^[1-9][0-9]*$ && $elastic_max =~ ^[1-9][0-9]*$ ]] && [ "$elastic_min" -le "$elastic_max" ] ||
+    kt_die "KUBETRAIN_ELASTIC_MIN_WORKERS='$elastic_min' and KUBETRAIN_ELASTIC_MAX_WORKERS='$elastic_max' must be \
+positive integers, min <= max"
+  slots=${KUBETRAIN_SLOTS_PER_WORKER:-1}
+  [[ $slots =~ ^[1-9][0-9]*$ ]] || kt_die "KUBETRAIN_SLOTS_PER_WORKER='$slots' must be a positive integer"
+  export KUBETRAIN_ELASTIC_HOSTS=${KUBETRAIN_ELASTIC_HOSTS:-/etc/kubetrain/hosts/elastic-hosts}
+  [ -r "$KUBETRAIN_ELASTIC_HOSTS" ] || kt_die "KUBETRAIN_ELASTIC_HOSTS=$KUBETRAIN_ELASTIC_HOSTS is missing (the job's \
+<name>-hosts ConfigMap is not mounted)"
+  [ -n "${KUBETRAIN_READY_SERVICE:-}" ] || kt_die "KUBETRAIN_READY_SERVICE is not set (the <name>-ready Service's name)"
+  horovodrun=$(command -v horovodrun) || kt_die "horovodrun not found in image $KT_IMAGE (PATH=$PATH): install \
+Horovod with Gloo there (HOROVOD_WITH_GLOO=1 pip install horovod), or leave out spec.elastic"
+  # horovodrun (lib/horovodrun.py) and the discovery run with horovodrun's own Python, which has Horovod.
+  read -r shebang <"$horovodrun" || true
+  python=$(kt_elastic_python "$shebang")
+  command -v "$python" >/dev/null 2>&1 || python=$(command -v python3 || command -v python) ||
+    kt_die "no Python for horovodrun in image $KT_IMAGE ($horovodrun starts with '$shebang')"
+  kt_log "horovodrun: $horovodrun, run with $python"
+else
+  implementation=${KUBETRAIN_MPI_IMPLEMENTATION:-OpenMPI}
+  program=$(kt_mpi_program "$implementation")
+  command -v "$program" >/dev/null 2>&1 || kt_die "$program not found in image $KT_IMAGE (PATH=$PATH): install \
 $implementation there, or set spec.mpi.implementation to the MPI the image has"
-version=$("$program" --version 2>&1 || true)
-flavor=$(kt_mpi_flavor "$implementation" "$version") || kt_die "$flavor"
-kt_log "$program: ${version%%$'\n'*} ($flavor)"
+  version=$("$program" --version 2>&1 || true)
+  flavor=$(kt_mpi_flavor "$implementation" "$version") || kt_die "$flavor"
+  kt_log "$program: ${version%%$'\n'*} ($flavor)"
+fi
 kt_prepare_home
 kt_ensure_user
 kt_copy_ssh_files id_ed25519 ssh_config
+[ -n "$elastic_max" ] && kt_install_ssh_config "$KT_SSH_DIR/ssh_config"
 
 ssh_options=(-F "$KT_SSH_DIR/ssh_config" -i "$KT_SSH_DIR/id_ed25519" -p "$KT_PORT"
   -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o BatchMode=yes)
@@ -55,21 +98,36 @@ done <"$hostfile"
 # resolves HOST: DNS answers for it (getent where the image has it, else left to ssh and the MPI).
 resolves() { ! command -v getent >/dev/null 2>&1 || getent hosts "$1" >/dev/null 2>&1; }
 
+# this pod's own line (launcher.runAsWorker): it runs ranks here, without ssh.
+is_own() { [ "${1%%.*}" = "${HOSTNAME%%.*}" ]; }
+
 # Bounded wait: one `ssh host true` per pending host per round; the last error per host explains a timeout.
+# An elastic job goes on after a round in which minWorkers workers accepted; horovodrun adds the others later.
 declare -A last_error=()
 pending=("${hosts[@]}")
+accepted=0
 deadline=$((SECONDS + wait_seconds))
-kt_log "waiting up to ${wait_seconds}s for ${#hosts[@]} host(s): ${hosts[*]}"
+if [ -n "$elastic_max" ]; then
+  kt_log "waiting up to ${wait_seconds}s for $elastic_min of ${#hosts[@]} host(s) (elastic.minWorkers): ${hosts[*]}"
+else
+  kt_log "waiting up to ${wait_seconds}s for ${#hosts[@]} host(s): ${hosts[*]}"
+fi
 while :; do
   still=()
+  own_pending=0
   for host in "${pending[@]}"; do
     left=$((deadline - SECONDS))
-    if [ "$left" -le 0 ]; then still+=("$host"); continue; fi
+    if [ "$left" -le 0 ]; then
+      still+=("$host")
+      is_own "$host" && own_pending=1
+      continue
+    fi
     connect=$((left < 10 ? left : 10))
-    if [ "${host%%.*}" = "${HOSTNAME%%.*}" ]; then  # this pod's own line (launcher.runAsWorker): no ssh
-      if resolves "$host"; then kt_log "this pod, $host, resolves"; else last_error[$host]="does not resolve"; still+=("$host"); fi
+    if is_own "$host"; then
+      if resolves "$host"; then kt_log "this pod, $host, resolves"; else last_error[$host]="does not resolve"; still+=("$host"); own_pending=1; fi
     elif out=$(timeout "$((connect + 5))" ssh "${ssh_options[@]}" -o ConnectTimeout="$connect" "$host" true 2>&1); then
       kt_log "worker $host accepts ssh"
+      accepted=$((accepted + 1))
     else
       last_error[$host]=${out:-ssh exited with status $?}
       still+=("$host")
@@ -77,14 +135,35 @@ while :; do
   done
   pending=("${still[@]+"${still[@]}"}")
   [ ${#pending[@]} -eq 0 ] && break
+  if [ -n "$elastic_max" ] && [ "$own_pending" = 0 ] && [ "$accepted" -ge "$elastic_min" ]; then
+    kt_log "going on without ${pending[*]}: horovodrun adds them when they are Ready"
+    break
+  fi
   if [ "$SECONDS" -ge "$deadline" ]; then
     for host in "${pending[@]}"; do
       kt_log "worker $host did not accept ssh on port $KT_PORT within ${wait_seconds}s: ${last_error[$host]:-no attempt}"
     done
+    [ -n "$elastic_max" ] && kt_die "giving up on worker(s) ${pending[*]} after ${wait_seconds}s: $accepted \
+accepted ssh and the job needs elastic.minWorkers=$elastic_min (launcher.waitForWorkersSeconds)" 3
     kt_die "giving up on worker(s) ${pending[*]} after ${wait_seconds}s (launcher.waitForWorkersSeconds)" 3
   fi
   sleep 1
 done
+
+# The interface of this pod's default route: Hydra's proxies dial back to its address, Gloo's ranks use it.
+iface=""
+[ -r /proc/net/route ] && while read -r name destination _; do
+  [ "$destination" = 00000000 ] && iface=$name && break
+done </proc/net/route
+
+if [ -n "$elastic_max" ]; then
+  own_slots=0
+  for host in "${hosts[@]}"; do is_own "$host" && own_slots=$slots; done
+  kt_elastic_command "$python" "$KT_LIB" "$elastic_min" "$elastic_max" "$slots" "$own_slots" "$iface" \
+    "$wait_seconds" "$KT_PORT" "$KT_SSH_DIR/id_ed25519" "$@"
+  kt_log "$accepted worker(s) ready; horovodrun with $elastic_min to $elastic_max worker(s) of $slots slot(s): $*"
+  exec "${KT_ELASTIC_ARGV[@]}"
+fi
 
 # Intel MPI's libfabric picks a provider by itself and can hang on a pod network; TCP unless the job chose one.
 [ "$flavor" = intelmpi ] && export FI_PROVIDER=${FI_PROVIDER:-tcp}
@@ -100,11 +179,6 @@ for name in PATH LD_LIBRARY_PATH PYTHONPATH ${KUBETRAIN_FORWARD_ENV:-} \
   [[ " ${forward[*]-} " == *" $name "* ]] || forward+=("$name")
 done
 
-# Hydra's proxies dial back to this pod's address on the interface of its default route.
-iface=""
-[ -r /proc/net/route ] && while read -r name destination _; do
-  [ "$destination" = 00000000 ] && iface=$name && break
-done </proc/net/route
 as_root=0
 [ "$(id -u)" = 0 ] && as_root=1
 kt_mpi_command "$flavor" "$num_processes" "$hostfile" "${ssh_options[*]}" "$iface" "$as_root" "${forward[*]-}" "$@"
