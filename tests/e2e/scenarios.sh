@@ -191,7 +191,7 @@ spec:
   resources: {cpu: 500m, memory: 512Mi}
 EOF
   wait_phase "$name" Succeeded
-  log=$(kc logs "job/$name-launcher" --namespace "$NS")
+  log=$(kc logs "job/$name-launcher" --namespace "$NS" --timestamps)
   [[ "$log" == *"allreduce ok: size=2 sum=3 rank0=$name-launcher implementation=MPICH"* ]] ||
     fail "$name: the launcher's log does not show the 2-rank allreduce with rank 0 on the launcher: $log"
   log "PASSED scenario own image: $(grep -o 'allreduce ok.*' <<<"$log")"
@@ -222,6 +222,120 @@ scenario_restart() {
   log "phases: $(phases "$name"); the new attempt logged: $restored"
   check_finished "$name" "$epochs" >/dev/null
   log "PASSED scenario restart"
+}
+
+# An elastic job (spec.elastic) as a user runs one: 2 workers, a worker pod deleted mid-training, then kubectl scale
+# to 3. The job never restarts: the replacement and the third worker join the running training.
+scenario_elastic() {
+  local name=cifar-mixup-elastic epochs=40 deadline epoch="" log resumed launchers ready_at
+  render_job "$name" "$epochs"
+  "$PYTHON" - "$ARTIFACTS/$name.yaml" <<'EOF'
+import sys
+
+import yaml
+
+path = sys.argv[1]
+with open(path) as handle:
+    body = yaml.safe_load(handle)
+body["spec"]["elastic"] = {"minWorkers": 1, "maxWorkers": 3}
+body["spec"]["command"] += ["--commit-every-batches", "5"]
+body["spec"]["resources"]["cpu"] = "400m"  # three workers and the launcher on the kind node
+with open(path, "w") as handle:
+    yaml.safe_dump(body, handle, sort_keys=False)
+EOF
+  log "scenario elastic: $name ($epochs epochs, workers 2 within 1..3); a worker pod is deleted once epoch 1 is done"
+  kc apply --namespace "$NS" --filename "$ARTIFACTS/$name.yaml"
+  deadline=$((SECONDS + TIMEOUT))
+  while [ "${epoch:-0}" -lt 1 ]; do
+    epoch=$(status "$name" progress.epoch)
+    [ "$(status "$name" phase)" = Succeeded ] && fail "$name finished before a worker could be deleted"
+    [ "$SECONDS" -gt "$deadline" ] && fail "$name reported no finished epoch within ${TIMEOUT}s"
+    sleep 1
+  done
+  log "epoch $epoch done: deleting pod $name-worker-1"
+  kc delete pod "$name-worker-1" --namespace "$NS" --wait=false
+  wait_status "$name" workers.lastJoined "$name-worker-1 at "
+  ready_at=$(kc get pod "$name-worker-1" --namespace "$NS" \
+    --output=jsonpath='{.status.conditions[?(@.type=="Ready")].lastTransitionTime}')
+  log "left: $(status "$name" workers.lastLeft); joined: $(status "$name" workers.lastJoined); Ready at $ready_at"
+  [ "$(status "$name" phase)" = Running ] || fail "$name is $(status "$name" phase) after losing a worker, not Running"
+  wait_launcher_log "$name" "1 ranks train from" 1
+  wait_launcher_log "$name" "2 ranks train from" 2 # the first start, then again with the replacement
+  log "kubectl scale dtr $name --replicas 3"
+  kc scale distributedtraining "$name" --namespace "$NS" --replicas 3
+  wait_status "$name" workers.lastJoined "$name-worker-2 at "
+  wait_launcher_log "$name" "3 ranks train from" 1
+  wait_phase "$name" Succeeded
+  [[ " $(phases "$name") " != *" Restarting "* ]] || fail "$name restarted: $(phases "$name")"
+  [ "$(status "$name" restarts)" = 0 ] || fail "$name has status.restarts=$(status "$name" restarts), expected 0"
+  launchers=$(kc get pods --namespace "$NS" --selector="kubetrain.dev/job-name=$name,kubetrain.dev/role=launcher" \
+    --output=name | wc -l)
+  [ "$launchers" = 1 ] || fail "$name had $launchers launcher pods, expected the one"
+  log=$(kc logs "job/$name-launcher" --namespace "$NS" --timestamps)
+  # Rank 0 logs where each (re)formed training starts: after the loss, no earlier than the epoch reported before it.
+  resumed=$(grep -o '[0-9]* ranks train from epoch [0-9]*, step [0-9]*' <<<"$log" | tr '\n' ';' || true)
+  log "the launcher's training (re)starts: $resumed"
+  [[ "$resumed" == *"1 ranks train from epoch"* ]] || fail "$name never went on with 1 rank: $resumed"
+  [[ "$resumed" == *"3 ranks train from epoch"* ]] || fail "$name never trained with 3 ranks: $resumed"
+  "$PYTHON" - "$epoch" "$resumed" <<'EOF' || fail "$name went back before epoch $epoch after the loss: $resumed"
+import re
+import sys
+
+reported, starts = int(sys.argv[1]), re.findall(r"(\d+) ranks train from epoch (\d+)", sys.argv[2])
+after_loss = [int(epoch) for ranks, epoch in starts if ranks == "1"]
+sys.exit(0 if after_loss and min(after_loss) >= reported else 1)
+EOF
+  # From the replacement's Ready to the first training with 2 ranks again after the shrink to 1.
+  printf '%s\n' "$log" >"$ARTIFACTS/$name-launcher.log"
+  "$PYTHON" - "$ready_at" "$ARTIFACTS/$name-launcher.log" <<'EOF' | while read -r line; do log "$line"; done
+import re
+import sys
+from datetime import datetime
+
+def moment(text):
+    return datetime.fromisoformat(text.rstrip("Z")[:26])
+
+ready, shrunk = moment(sys.argv[1]), False
+for line in open(sys.argv[2]):
+    found = re.search(r"^(\S+) .*?(\d+) ranks train from epoch", line)
+    if not found:
+        continue
+    if found.group(2) == "1":
+        shrunk = True
+    elif shrunk and moment(found.group(1)) >= ready:
+        print(f"the replacement trained {(moment(found.group(1)) - ready).total_seconds():.1f} s after it was Ready")
+        break
+EOF
+  log "PASSED scenario elastic: $(kc get distributedtraining "$name" --namespace "$NS" --no-headers)"
+}
+
+# wait_launcher_log NAME TEXT COUNT: waits until the launcher's log has COUNT lines with TEXT; fails if the job ends
+# first.
+wait_launcher_log() {
+  local name=$1 text=$2 count=$3 deadline=$((SECONDS + TIMEOUT)) seen
+  while true; do
+    seen=$(kc logs "job/$name-launcher" --namespace "$NS" 2>/dev/null | grep -c "$text" || true)
+    [ "${seen:-0}" -ge "$count" ] && return 0
+    case "$(status "$name" phase)" in
+      Succeeded | Failed) fail "$name ended $(status "$name" phase) with $seen/$count launcher log lines '$text'" ;;
+    esac
+    [ "$SECONDS" -gt "$deadline" ] && fail "the launcher of $name logged '$text' $seen times, not $count, in ${TIMEOUT}s"
+    sleep 2
+  done
+}
+
+# wait_status NAME FIELD PREFIX: waits until status FIELD of NAME starts with PREFIX; fails if the job ends first.
+wait_status() {
+  local name=$1 field=$2 prefix=$3 deadline=$((SECONDS + TIMEOUT)) value
+  while true; do
+    value=$(status "$name" "$field")
+    [[ "$value" == "$prefix"* ]] && return 0
+    case "$(status "$name" phase)" in
+      Succeeded | Failed) fail "$name ended $(status "$name" phase) before status.$field showed '$prefix'" ;;
+    esac
+    [ "$SECONDS" -gt "$deadline" ] && fail "status.$field of $name not '$prefix...' within ${TIMEOUT}s: '$value'"
+    sleep 2
+  done
 }
 
 scenario_missing_image() {

@@ -1,7 +1,8 @@
 """The user's path on a kind cluster (tests/e2e/run-kind.sh and scenarios.sh): install the chart, prepare data,
-train cifar_mixup to Succeeded with progress and checkpoints, restart after a lost worker, a missing image, delete,
-uninstall. Uses the kind and node image tests/e2e/kind-node/build.sh made on this machine (`make test` builds them),
-else kind from PATH with its default node image. Skipped, with the reason, only where Docker or kind cannot run."""
+train cifar_mixup to Succeeded with progress and checkpoints, restart after a lost worker, an elastic job that loses
+a worker and grows by kubectl scale without restarting, a missing image, delete, uninstall. Uses the kind and node
+image tests/e2e/kind-node/build.sh made on this machine (`make test` builds them), else kind from PATH with its
+default node image. Skipped, with the reason, only where Docker or kind cannot run."""
 
 from __future__ import annotations
 
@@ -67,6 +68,7 @@ def test_user_path_on_kind(tmp_path: Path) -> None:
     print(result.stdout[-20000:])
     print(result.stderr[-30000:])
     assert result.returncode == 0, f"run-kind.sh failed (exit {result.returncode}); artifacts in {tmp_path}"
-    for scenario in ("install", "train", "own image", "restart", "missing image", "delete", "uninstall"):
+    for scenario in ("install", "train", "own image", "restart", "elastic", "missing image", "delete", "uninstall"):
         assert f"PASSED scenario {scenario}" in result.stderr
-    assert "PASSED: every kind scenario" in result.stderr
+    assert "PASSED: kind scenarios install, train own_image restart elastic missing_image delete, uninstall" \
+        in result.stderr
