@@ -26,13 +26,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import callbacks, horovod_overhead, input_pipeline, memory_growth, peak_fraction
+from . import callbacks, elastic_recovery, horovod_overhead, input_pipeline, memory_growth, peak_fraction
 from .cpu_peak import parse_cpuinfo
 from .horovod_overhead import FusionSetting, Throughput
 from .report import Row, format_text, write_results
 
 RESULTS = Path(__file__).resolve().parent / "results"
-BENCHMARKS = ("horovod", "peak", "input", "callbacks", "memory", "operator")
+BENCHMARKS = ("horovod", "peak", "input", "callbacks", "memory", "elastic", "operator")
 MIB = 2**20
 
 
@@ -60,6 +60,10 @@ class Sizes:
     callback_steps_per_epoch: int
     callback_epochs: int
     callback_repeats: int
+    elastic_rows: int  # training images: 6400 are 100 steps an epoch at 2 ranks x batch 32
+    elastic_epochs: int
+    elastic_kill_fraction: float  # how far into epoch 2 a rank is killed
+    elastic_rounds: int
     gpus_per_node: int = 64
 
 
@@ -69,20 +73,23 @@ SIZES = {
                    fusion_settings=(FusionSetting(64 * MIB, 1.0),),
                    feed_rows=4096, feed_steps=20, feed_repeats=2, read_rows=12_000, read_repeats=2,
                    memory_rows=8192, alone_rows=4096, alone_batches=40, alone_repeats=2,
-                   callback_steps_per_epoch=5, callback_epochs=2, callback_repeats=1),
+                   callback_steps_per_epoch=5, callback_epochs=2, callback_repeats=1,
+                   elastic_rows=6400, elastic_epochs=2, elastic_kill_fraction=0.75, elastic_rounds=1),
     "medium": Sizes(operator_jobs=(1, 5), operator_single_repeats=2, operator_nodes=2,
                     horovod_rounds=2, horovod_steps=40, horovod_windows=4, horovod_warmup=8,
                     fusion_settings=(FusionSetting(64 * MIB, 1.0), FusionSetting(64 * MIB, 20.0)),
                     feed_rows=16_384, feed_steps=30, feed_repeats=3, read_rows=50_000, read_repeats=2,
                     memory_rows=20_000, alone_rows=50_000, alone_batches=800, alone_repeats=3,
-                    callback_steps_per_epoch=45, callback_epochs=4, callback_repeats=2),
+                    callback_steps_per_epoch=45, callback_epochs=4, callback_repeats=2,
+                    elastic_rows=6400, elastic_epochs=3, elastic_kill_fraction=0.75, elastic_rounds=2),
     "full": Sizes(operator_jobs=(1, 10, 50, 500), operator_single_repeats=5, operator_nodes=16,
                   horovod_rounds=3, horovod_steps=60, horovod_windows=6, horovod_warmup=10,
                   fusion_settings=(FusionSetting(64 * MIB, 1.0), FusionSetting(64 * MIB, 5.0),
                                    FusionSetting(64 * MIB, 20.0), FusionSetting(1 * MIB, 1.0)),
                   feed_rows=16_384, feed_steps=50, feed_repeats=3, read_rows=100_000, read_repeats=3,
                   memory_rows=20_000, alone_rows=50_000, alone_batches=1563, alone_repeats=5,
-                  callback_steps_per_epoch=45, callback_epochs=6, callback_repeats=3),
+                  callback_steps_per_epoch=45, callback_epochs=6, callback_repeats=3,
+                  elastic_rows=12_800, elastic_epochs=3, elastic_kill_fraction=0.625, elastic_rounds=4),
 }
 
 
@@ -163,7 +170,10 @@ def run_benchmarks(selected: Sequence[str], sizes: Sizes, workdir: Path,
         "horovod": horovod, "peak": peak, "input": input_rows,
         "callbacks": lambda: callbacks.measure(workdir, sizes.callback_steps_per_epoch, sizes.callback_epochs,
                                                sizes.callback_repeats),
-        "memory": lambda: memory_growth.measure(workdir, sizes.memory_rows), "operator": operator,
+        "memory": lambda: memory_growth.measure(workdir, sizes.memory_rows),
+        "elastic": lambda: elastic_recovery.measure(workdir, sizes.elastic_rows, sizes.elastic_epochs,
+                                                    sizes.elastic_kill_fraction, sizes.elastic_rounds),
+        "operator": operator,
     }
     for name in BENCHMARKS:
         if name in selected:

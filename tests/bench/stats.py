@@ -15,6 +15,8 @@ def percentile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     position = (len(ordered) - 1) * q / 100
     low = math.floor(position)
+    if position == low:  # no interpolation: an infinite value stays itself instead of becoming inf - inf = nan
+        return ordered[low]
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 

@@ -32,6 +32,9 @@ EXPECTED = [
     "HDF5 pipeline vs in-memory tensors, steps per CPU second", "contiguous block vs strided",
     "peak RSS per rank, 10x data, trainlib pipeline", "peak RSS per rank, 10x data, control",
     "training FLOPs per image", "fraction of peak, (a)", "fraction of peak, (c)", "fraction of one core's peak",
+    "seconds lost per worker loss, static restart / elastic",
+    "batches redone per worker loss, static restart / elastic", "static (whole-job restart", "static: batches redone",
+    "elastic (cooldown", "elastic: batches redone",
 ]
 
 
