@@ -6,7 +6,7 @@ resume from.
 
 With a `BackgroundWriter` (put it last in the callback list), the callbacks only copy what they need at the end of an
 epoch (the variables' values, the metrics) and hand the file writes, the plot and the Kubernetes status patch to its
-one thread, in order: checkpoint, then history, then progress (which names that checkpoint). Training goes on meanwhile;
+one thread, in order: history, then checkpoint, then progress (which names that checkpoint). Training goes on meanwhile;
 the writer waits for its work when training ends and raises a failed checkpoint save in the training thread. Progress
 is reported by time (`report_interval`), not every epoch, and the last epoch always. Without a writer every callback
 does its work in the training thread, as a crash test needs ("saved" means on disk). `chief_callbacks` builds the
@@ -192,7 +192,9 @@ def chief_callbacks(context: WorkerContext, manager: CheckpointManager, variable
     history.resume_at(initial_epoch)
     writer = BackgroundWriter()
     checkpoints = CheckpointCallback(manager, variables, rank=context.rank, writer=writer)
-    return [checkpoints, HistoryCallback(history, writer),
+    # History before the checkpoint: a kill between the two leaves an epoch recorded but not saved, which the resume
+    # drops and trains again (HistoryLog.resume_at); the other order would lose the epoch from history for good.
+    return [HistoryCallback(history, writer), checkpoints,
             ProgressCallback(ProgressReporter.from_environment(), epochs, steps, checkpoints, writer,
                              report_interval=REPORT_INTERVAL_SECONDS),
             writer]

@@ -87,7 +87,7 @@ class EpochRecorder:
 
     def record(self, epoch: int, metrics: Mapping[str, float],
                variables: Mapping[str, Sequence[tf.Variable]]) -> None:
-        """After completed epoch `epoch` (1-based): copy the variables now; save them, append the history and report
+        """After completed epoch `epoch` (1-based): copy the variables now; append the history, save them and report
         progress on the writer's thread. Raises the failure of an earlier epoch's writes."""
         state = {group: [variable.numpy() for variable in group_vars] for group, group_vars in variables.items()}
         names = {group: [variable.name for variable in group_vars] for group, group_vars in variables.items()}
@@ -96,10 +96,10 @@ class EpochRecorder:
 
     def _write(self, epoch: int, metrics: dict[str, float], state: dict[str, list[np.ndarray]],
                names: dict[str, list[str]]) -> None:
+        self.history.append(epoch, metrics)  # first: a kill before the save only makes the resume train it again
         self.last = self.manager.save(epoch, state, metrics, names=names, rank=self.rank)
         log.info("epoch %d/%d: %s; saved %s", epoch, self.epochs,
                  ", ".join(f"{key} {float(value):.4g}" for key, value in metrics.items()), self.last.path)
-        self.history.append(epoch, metrics)
         self.reporter.report(epoch=epoch, epochs=self.epochs, step=epoch * self.steps_per_epoch, metrics=metrics,
                              checkpoint_path=self.last.path, checkpoint_epoch=self.last.epoch)
 
