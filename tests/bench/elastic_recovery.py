@@ -25,8 +25,8 @@ train from epoch E, step S of T` after the reset) to the kill point, in steps of
 Horovod's own timeline (`HOROVOD_TIMELINE`, which rank 0 writes as it goes, in every run of both modes): each step
 allreduces the first gradient once, and rank 1 is killed once `kill_fraction` of epoch 2's steps have begun theirs.
 
-The static / elastic ratios lead: the rounds alternate the modes' order, and the median of the rounds' ratios is
-reported.
+The static / elastic ratios lead: the rounds alternate the modes' order, and each ratio is of the two modes' medians
+over the rounds (a round's own ratio swings wildly when its elastic loss is a few seconds of noise).
 """
 
 from __future__ import annotations
@@ -444,7 +444,7 @@ def measure(workdir: Path, train_rows: int, epochs: int, kill_fraction: float, r
 
 
 def _ratio(static: float, elastic: float) -> float:
-    """static / elastic; elastic's loss is the smaller one, and none at all (or a gain, in noise) is infinitely so."""
+    """static / elastic; an elastic loss of nothing at all (or a gain, in noise) makes it infinite."""
     return static / elastic if elastic > 0 else float("inf")
 
 
@@ -457,22 +457,23 @@ def rows(losses: Sequence[dict[str, Loss]], kill_fraction: float, epochs: int, t
     """The table's rows from every round's static and elastic losses: the ratios first, then each mode's medians."""
     static = [round_["static"] for round_ in losses]
     elastic = [round_["elastic"] for round_ in losses]
-    second_ratios = [_ratio(s.lost_seconds, e.lost_seconds) for s, e in zip(static, elastic, strict=True)]
-    batch_ratios = [_ratio(s.redone, e.redone) for s, e in zip(static, elastic, strict=True)]
-    seconds, batches = median(second_ratios), median(batch_ratios)
+    seconds = _ratio(median([loss.lost_seconds for loss in static]), median([loss.lost_seconds for loss in elastic]))
+    batches = _ratio(median([loss.redone for loss in static]), median([loss.redone for loss in elastic]))
     steps = static[0].steps_per_epoch
     setup = (f"cifar_mixup, {train_rows} random 32x32x3 images, batch 32 x {RANKS} ranks of 1 thread ({steps} steps "
              f"an epoch), {epochs} epochs; rank {KILLED_RANK} SIGKILLed {kill_fraction:g} into epoch {KILL_EPOCH}; "
-             f"median of {len(losses)} round(s): {', '.join(f'{value:.2f}' for value in second_ratios)}")
+             f"median over {len(losses)} round(s) of each mode's loss (the run with the loss less the same mode's "
+             f"clean run), static / elastic; rounds, static/elastic s: "
+             + ", ".join(f"{s.lost_seconds:.1f}/{e.lost_seconds:.1f}" for s, e in zip(static, elastic, strict=True)))
     target = "> 1: elastic loses less"
     found = [
         Row(SECTION, "seconds lost per worker loss, static restart / elastic", seconds, "x", target=target,
-            meets=seconds > 1, detail=f"{setup}; each: the run with the loss less the same mode's clean run"),
+            meets=seconds > 1, detail=setup),
         Row(SECTION, "batches redone per worker loss, static restart / elastic", batches, "x", target=target,
             meets=batches > 1,
             detail=f"static goes back to rank 0's checkpoint (the epoch's start), elastic to its last commit "
-                   f"(every {DEFAULT_COMMIT_EVERY_BATCHES} batches); rounds: "
-                   + ", ".join(f"{value:.2f}" for value in batch_ratios)),
+                   f"(every {DEFAULT_COMMIT_EVERY_BATCHES} batches); rounds, static/elastic: "
+                   + ", ".join(f"{s.redone}/{e.redone}" for s, e in zip(static, elastic, strict=True))),
     ]
     for mode, runs, how in (("static", static, "whole-job restart, started again at once"),
                             ("elastic", elastic, f"cooldown {COOLDOWN_SECONDS[0]}-{COOLDOWN_SECONDS[1]} s")):

@@ -136,12 +136,13 @@ def loss(mode: str, clean: float, lossy: float, resume_step: int) -> Loss:
                 (1, 2) if mode == "elastic" else ())
 
 
-def test_rows_lead_with_the_median_of_each_round_s_ratio_and_judge_elastic_losing_less() -> None:
+def test_rows_lead_with_the_ratio_of_the_modes_medians_and_judge_elastic_losing_less() -> None:
     losses = [{"static": loss("static", 20.0, 35.0, 0), "elastic": loss("elastic", 21.0, 26.0, 50)},
               {"static": loss("static", 20.0, 40.0, 0), "elastic": loss("elastic", 20.0, 24.0, 50)},
               {"static": loss("static", 20.0, 38.0, 0), "elastic": loss("elastic", 20.0, 30.0, 50)}]
     seconds, batches, static_seconds, static_batches, elastic_seconds, elastic_batches = rows(losses, 0.75, 3, 6400)
-    assert seconds.value == pytest.approx(3.0) and seconds.meets is True  # ratios 3.0, 5.0 and 1.8
+    assert seconds.value == pytest.approx(18.0 / 5.0) and seconds.meets is True  # the medians' ratio
+    assert "15.0/5.0, 20.0/4.0, 18.0/10.0" in seconds.detail
     assert batches.value == pytest.approx(3.0) and batches.meets is True
     assert static_seconds.value == pytest.approx(18.0) and static_seconds.unit == "s"
     assert elastic_seconds.value == pytest.approx(5.0)
