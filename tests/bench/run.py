@@ -60,7 +60,7 @@ class Sizes:
     callback_steps_per_epoch: int
     callback_epochs: int
     callback_repeats: int
-    elastic_rows: int  # training images: 6400 are 100 steps an epoch at 2 ranks x batch 32
+    elastic_rows: int  # training images: 6400 are 100 steps an epoch at 2 ranks x batch 32, 4800 are 75
     elastic_epochs: int
     elastic_kill_fraction: float  # how far into epoch 2 a rank is killed
     elastic_rounds: int
@@ -74,7 +74,7 @@ SIZES = {
                    feed_rows=4096, feed_steps=20, feed_repeats=2, read_rows=12_000, read_repeats=2,
                    memory_rows=8192, alone_rows=4096, alone_batches=40, alone_repeats=2,
                    callback_steps_per_epoch=5, callback_epochs=2, callback_repeats=1,
-                   elastic_rows=6400, elastic_epochs=2, elastic_kill_fraction=0.75, elastic_rounds=1),
+                   elastic_rows=4800, elastic_epochs=2, elastic_kill_fraction=0.9, elastic_rounds=1),
     "medium": Sizes(operator_jobs=(1, 5), operator_single_repeats=2, operator_nodes=2,
                     horovod_rounds=2, horovod_steps=40, horovod_windows=4, horovod_warmup=8,
                     fusion_settings=(FusionSetting(64 * MIB, 1.0), FusionSetting(64 * MIB, 20.0)),

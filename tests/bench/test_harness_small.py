@@ -52,6 +52,9 @@ def test_small_run_reports_every_benchmark(tmp_path: Path) -> None:
         matching = [name for name in rows if name.startswith(expected)]
         assert len(matching) == 1, f"expected one row starting {expected!r}, got {matching}; rows: {list(rows)}"
     for name, row in rows.items():
+        if "per worker loss" in name:  # differences of noisy wall times: a loaded machine may make them <= 0 or inf
+            assert not math.isnan(row["value"]), f"{name}: {row['value']}"
+            continue
         assert math.isfinite(row["value"]) and row["value"] > 0, f"{name}: {row['value']}"
     assert document["meta"]["size"] == "small"
 
