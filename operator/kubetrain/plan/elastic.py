@@ -35,14 +35,10 @@ def left(pod: Obj) -> Failure | None:
     return None
 
 
-def ready_count(world: World) -> int:
-    return sum(1 for index, pod in world.live_workers.items() if index < world.job.spec.workers and is_ready(pod))
-
-
 def too_few_for(world: World) -> float | None:
     """Seconds the running training has had fewer than minWorkers Ready (MinWorkersReady False), or None."""
     elastic = world.job.spec.elastic
-    if elastic is None or world.launcher is None or ready_count(world) >= elastic.min_workers:
+    if elastic is None or world.launcher is None or world.ready_count >= elastic.min_workers:
         return None
     conditions = world.status.get("conditions") or []
     condition: Obj = next((c for c in conditions if c.get("type") == r.COND_MIN_WORKERS_READY), {})
@@ -53,7 +49,7 @@ def too_few_for(world: World) -> float | None:
 def too_few_failure(world: World) -> Failure:
     elastic, wait = world.job.spec.elastic, world.job.spec.wait_for_workers_seconds
     assert elastic is not None
-    return Failure(r.TOO_FEW_WORKERS, f"{ready_count(world)} workers Ready, fewer than elastic.minWorkers="
+    return Failure(r.TOO_FEW_WORKERS, f"{world.ready_count} workers Ready, fewer than elastic.minWorkers="
                    f"{elastic.min_workers}, for longer than launcher.waitForWorkersSeconds={wait}", Cause("Worker"))
 
 
@@ -61,7 +57,7 @@ def min_condition(world: World) -> tuple[str, str, str]:
     """The MinWorkersReady condition of an elastic job."""
     elastic = world.job.spec.elastic
     assert elastic is not None
-    ready = ready_count(world)
+    ready = world.ready_count
     message = f"{ready} workers Ready, elastic.minWorkers={elastic.min_workers}"
     if ready >= elastic.min_workers:
         return "True", r.WORKERS_READY, message

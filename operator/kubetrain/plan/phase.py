@@ -20,7 +20,6 @@ from kubetrain.plan.world import World
 from kubetrain.pod_state import (
     Failure,
     headline_metric,
-    is_ready,
     is_terminating,
     iso,
     job_finished,
@@ -67,7 +66,7 @@ def running(world: World, plan: Plan) -> None:
     """Pending, Starting, Running (or still Restarting) from the workers and the launcher; into `plan`."""
     job, status = world.job, world.status
     workers = world.live_workers
-    ready = sum(1 for index, pod in workers.items() if is_ready(pod) and index < job.spec.workers)
+    ready = world.ready_count
     all_ready = ready == job.spec.workers
     enough = ready >= job.spec.workers_to_start
     # A launcher pod that has succeeded still means Running until its Job says so too (the Job's status follows the

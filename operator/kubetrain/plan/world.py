@@ -11,7 +11,7 @@ from typing import Any
 from kubetrain.api import Job
 from kubetrain.contract import LABEL_INDEX, ROLE_LAUNCHER, ROLE_WORKER
 from kubetrain.plan.model import Children, Obj, attempt_of, parse_time, role_of
-from kubetrain.pod_state import is_terminating
+from kubetrain.pod_state import is_ready, is_terminating
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,11 @@ class World:
     @property
     def live_workers(self) -> dict[int, Obj]:
         return {index: pod for index, pod in self.workers.items() if not is_terminating(pod)}
+
+    @property
+    def ready_count(self) -> int:
+        """Ready workers the spec still wants (an elastic job's scaled-down ones are not counted)."""
+        return sum(1 for index, pod in self.live_workers.items() if index < self.job.spec.workers and is_ready(pod))
 
 
 def observe(job: Job, status: Mapping[str, Any], children: Children, now: datetime) -> World:
