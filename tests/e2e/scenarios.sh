@@ -197,12 +197,10 @@ EOF
   log "PASSED scenario own image: $(grep -o 'allreduce ok.*' <<<"$log")"
 }
 
-scenario_restart() {
-  local name=cifar-mixup-restart epochs=$((EPOCHS + 1)) deadline epoch="" launcher restored
-  render_job "$name" "$epochs"
-  log "scenario restart: $name ($epochs epochs); a worker pod is deleted once epoch 1 is done"
-  kc apply --namespace "$NS" --filename "$ARTIFACTS/$name.yaml"
-  deadline=$((SECONDS + TIMEOUT))
+# delete_worker_after_an_epoch NAME: once NAME reports a finished epoch, deletes its pod NAME-worker-1; sets
+# DELETED_AFTER_EPOCH to the epoch it reported then.
+delete_worker_after_an_epoch() {
+  local name=$1 deadline=$((SECONDS + TIMEOUT)) epoch=""
   while [ "${epoch:-0}" -lt 1 ]; do
     epoch=$(status "$name" progress.epoch)
     [ "$(status "$name" phase)" = Succeeded ] && fail "$name finished before a worker could be deleted"
@@ -211,6 +209,15 @@ scenario_restart() {
   done
   log "epoch $epoch done: deleting pod $name-worker-1"
   kc delete pod "$name-worker-1" --namespace "$NS" --wait=false
+  DELETED_AFTER_EPOCH=$epoch
+}
+
+scenario_restart() {
+  local name=cifar-mixup-restart epochs=$((EPOCHS + 1)) launcher restored
+  render_job "$name" "$epochs"
+  log "scenario restart: $name ($epochs epochs); a worker pod is deleted once epoch 1 is done"
+  kc apply --namespace "$NS" --filename "$ARTIFACTS/$name.yaml"
+  delete_worker_after_an_epoch "$name"
   wait_phase "$name" Succeeded
   [[ " $(phases "$name") " == *" Restarting "* ]] || fail "$name never showed Restarting: $(phases "$name")"
   [ "$(status "$name" restarts)" = 1 ] || fail "$name has status.restarts=$(status "$name" restarts), expected 1"
@@ -227,7 +234,7 @@ scenario_restart() {
 # An elastic job (spec.elastic) as a user runs one: 2 workers, a worker pod deleted mid-training, then kubectl scale
 # to 3. The job never restarts: the replacement and the third worker join the running training.
 scenario_elastic() {
-  local name=cifar-mixup-elastic epochs=40 deadline epoch="" log resumed launchers ready_at
+  local name=cifar-mixup-elastic epochs=40 epoch log resumed launchers ready_at
   render_job "$name" "$epochs"
   "$PYTHON" - "$ARTIFACTS/$name.yaml" <<'EOF'
 import sys
@@ -245,15 +252,8 @@ with open(path, "w") as handle:
 EOF
   log "scenario elastic: $name ($epochs epochs, workers 2 within 1..3); a worker pod is deleted once epoch 1 is done"
   kc apply --namespace "$NS" --filename "$ARTIFACTS/$name.yaml"
-  deadline=$((SECONDS + TIMEOUT))
-  while [ "${epoch:-0}" -lt 1 ]; do
-    epoch=$(status "$name" progress.epoch)
-    [ "$(status "$name" phase)" = Succeeded ] && fail "$name finished before a worker could be deleted"
-    [ "$SECONDS" -gt "$deadline" ] && fail "$name reported no finished epoch within ${TIMEOUT}s"
-    sleep 1
-  done
-  log "epoch $epoch done: deleting pod $name-worker-1"
-  kc delete pod "$name-worker-1" --namespace "$NS" --wait=false
+  delete_worker_after_an_epoch "$name"
+  epoch=$DELETED_AFTER_EPOCH
   wait_status "$name" workers.lastJoined "$name-worker-1 at "
   ready_at=$(kc get pod "$name-worker-1" --namespace "$NS" \
     --output=jsonpath='{.status.conditions[?(@.type=="Ready")].lastTransitionTime}')
