@@ -23,6 +23,7 @@ from kubetrain.contract import (
     RESERVED_MOUNT_PATHS,
 )
 from kubetrain.failure_policy import ACTIONS, DEFAULT_RULES, ROLES, ExitCodes, Rule
+from kubetrain.kueue import PRIORITY_LABEL, QUEUE_LABEL
 
 # Defaults, declared once (the CRD schema carries the same values; tests/reliability/test_spec_drift.py checks both).
 DEFAULT_WORKERS = 1
@@ -162,6 +163,15 @@ class JobSpec:
 
 
 @dataclass(frozen=True)
+class Queue:
+    """The Kueue LocalQueue a job waits in for quota (its `kueue.x-k8s.io/queue-name` label) and its
+    WorkloadPriorityClass (`kueue.x-k8s.io/priority-class`)."""
+
+    name: str
+    priority_class: str | None = None
+
+
+@dataclass(frozen=True)
 class Job:
     """One DistributedTraining: identity plus parsed spec."""
 
@@ -170,6 +180,7 @@ class Job:
     uid: str
     spec: JobSpec
     labels: Mapping[str, str] = field(default_factory=dict)
+    queue: Queue | None = None  # Kueue admits the workers as one group
     # Not in the spec: where this installation takes the pods' entrypoints from (the chart's entrypoints.image).
     entrypoints_image: str = ENTRYPOINTS_IMAGE
 
@@ -186,14 +197,41 @@ def parse_job(body: Mapping[str, Any], entrypoints_image: str = ENTRYPOINTS_IMAG
             f"must be a lowercase DNS label of at most {MAX_NAME_LENGTH} characters starting with a letter "
             f"(pod hostnames are <name>-worker-<index>); got {name!r}",
         )
+    labels = dict(metadata.get("labels") or {})
+    spec = parse_spec(body.get("spec"))
     return Job(
         name=name,
         namespace=metadata.get("namespace") or "default",
         uid=metadata.get("uid") or "",
-        spec=parse_spec(body.get("spec")),
-        labels=dict(metadata.get("labels") or {}),
+        spec=spec,
+        labels=labels,
+        queue=_parse_queue(labels, spec),
         entrypoints_image=entrypoints_image,
     )
+
+
+def _parse_queue(labels: Mapping[str, Any], spec: JobSpec) -> Queue | None:
+    """Kueue's labels, checked as Kueue checks them, and against what a Kueue pod group can be."""
+    name, priority = labels.get(QUEUE_LABEL), labels.get(PRIORITY_LABEL)
+    for key, value in ((QUEUE_LABEL, name), (PRIORITY_LABEL, priority)):
+        if value is not None and not (isinstance(value, str) and _DNS_SUBDOMAIN.fullmatch(value)):
+            what = "LocalQueue" if key == QUEUE_LABEL else "WorkloadPriorityClass"
+            raise SpecError(f"metadata.labels[{key!r}]", f"must name a {what}: lowercase letters, digits, '-' "
+                                                         f"and '.', starting and ending with a letter or digit; "
+                                                         f"got {value!r}")
+    if name is None:
+        if priority is not None:
+            raise SpecError(f"metadata.labels[{PRIORITY_LABEL!r}]",
+                            f"is read by Kueue only: add the {QUEUE_LABEL} label too, or remove this one")
+        return None
+    where = f"metadata.labels[{QUEUE_LABEL!r}]"
+    if spec.elastic is not None:
+        raise SpecError(where, "Kueue admits a fixed number of pods and an elastic job changes its number: remove "
+                               "spec.elastic or this label")
+    if spec.workers == 0:
+        raise SpecError(where, "Kueue admits the worker pods, and this job has none (spec.workers: 0): give it at "
+                               "least 1 worker or remove this label")
+    return Queue(name, priority)
 
 
 def parse_spec(spec: Any) -> JobSpec:

@@ -22,6 +22,7 @@ from kubetrain.contract import LABEL_JOB
 Obj = Mapping[str, Any]
 JobKey = tuple[str, str]  # (namespace, job name)
 TRAININGS = "trainings"
+WORKLOADS = "workloads"  # Kueue's Workloads, by the job whose workers own them (watched with KUBETRAIN_KUEUE only)
 WRITTEN_TTL_SECONDS = 120.0
 DEPARTED_TTL_SECONDS = 300.0
 
@@ -35,6 +36,12 @@ def resource_version(obj: Obj) -> int:
 def slim(child: ChildKind, body: Obj) -> dict[str, Any]:
     """What the cache keeps of a child: everything but the keys nothing reads (a Secret's key material)."""
     return {key: value for key, value in body.items() if key not in child.drop}
+
+
+def slim_workload(body: Obj) -> dict[str, Any]:
+    """What the cache keeps of a Kueue Workload: its name and status (its spec repeats the pods' templates)."""
+    return {"metadata": {"name": body["metadata"]["name"], "namespace": body["metadata"].get("namespace")},
+            "status": body.get("status") or {}}
 
 
 class Written:
@@ -134,6 +141,7 @@ class Snapshot:
     training: dict[str, Any]
     children: dict[str, list[Obj]]
     departed: list[Obj] = field(default_factory=list)
+    workloads: list[Obj] = field(default_factory=list)
 
     @property
     def key(self) -> JobKey:
@@ -146,7 +154,8 @@ Index = Mapping[JobKey, Iterable[Obj]]  # a kopf index: (namespace, job name) ->
 
 def take_snapshot(key: JobKey, trainings: Index, indexes: Mapping[str, Index], written: Written,
                   departed: Departed | None = None) -> Snapshot | None:
-    """The job's world, or None when the watch no longer has the job (deleted: its children go with it)."""
+    """The job's world, or None when the watch no longer has the job (deleted: its children go with it).
+    `indexes` has one index per `CHILD_KINDS` field, and WORKLOADS when Kueue's Workloads are watched."""
     observed = next(iter(trainings.get(key, ())), None)
     if observed is None:
         return None
@@ -163,7 +172,7 @@ def take_snapshot(key: JobKey, trainings: Index, indexes: Mapping[str, Index], w
     present = {pod["metadata"]["name"] for pod in children["pods"]}
     gone: list[Obj] = [pod for pod in (departed.of_job(key) if departed else [])
                        if pod["metadata"]["name"] not in present and owned_by(pod, {uid})]
-    return Snapshot(training, children, gone)
+    return Snapshot(training, children, gone, list(indexes.get(WORKLOADS, {}).get(key, ())))
 
 
 def owned(listed: Mapping[str, list[Obj]], uid: str) -> dict[str, list[Obj]]:

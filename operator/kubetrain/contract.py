@@ -52,6 +52,12 @@ def worker_name(name: str, index: int) -> str:
     return f"{name}-worker-{index}"
 
 
+def job_of_worker(pod_name: str) -> str | None:
+    """The job a worker pod's name belongs to (the inverse of `worker_name`), or None for any other name."""
+    job, sep, index = pod_name.rpartition("-worker-")
+    return job if sep and job and index.isdigit() else None
+
+
 def launcher_name(name: str) -> str:
     return f"{name}-launcher"
 

@@ -10,6 +10,7 @@ from typing import Any
 from kubetrain import reasons
 from kubetrain.contract import INIT_CONTAINER
 from kubetrain.failure_policy import DISRUPTION_TARGET, Cause
+from kubetrain.kueue import stopped_mark
 
 IMAGE_ERRORS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
 # the launcher entrypoint exits 3 when a worker never accepted ssh within launcher.waitForWorkersSeconds
@@ -96,8 +97,19 @@ def pod_failure(pod: Obj, role: str) -> Failure | None:
 
 
 def is_disrupted(pod: Obj) -> bool:
-    """Whether Kubernetes marked the pod for taking away (DisruptionTarget True)."""
-    return _disruption_mark(pod) is not None
+    """Whether Kubernetes marked the pod for taking away (DisruptionTarget True), or Kueue did (TerminationTarget)."""
+    return _disruption_mark(pod) is not None or stopped_mark(pod) is not None
+
+
+def kueue_stop(pod: Obj, role: str) -> Failure | None:
+    """Kueue stopped the pod (its Workload was evicted: preempted, deactivated, ...): a requeue, not a failure."""
+    mark = stopped_mark(pod)
+    if mark is None:
+        return None
+    words = str(mark.get("message") or mark.get("reason") or "evicted")
+    reason = reasons.PREEMPTED_BY_KUEUE if words.startswith("Preempted") else reasons.EVICTED_BY_KUEUE
+    name = (pod.get("metadata") or {}).get("name", "?")
+    return Failure(reason, f"Kueue stopped {role} pod {name}: {words}")
 
 
 def _disruption_mark(pod: Obj) -> Obj | None:

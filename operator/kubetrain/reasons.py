@@ -62,3 +62,9 @@ COND_MIN_WORKERS_READY = "MinWorkersReady"
 WORKER_LEFT = "WorkerLeft"
 WORKER_JOINED = "WorkerJoined"
 TOO_FEW_WORKERS = "TooFewWorkers"  # fewer than minWorkers Ready for longer than launcher.waitForWorkersSeconds
+# Kueue (the job's kueue.x-k8s.io/queue-name label): the workers wait for quota, are admitted whole, or are stopped.
+COND_ADMITTED = "Admitted"
+WAITING_FOR_QUOTA = "WaitingForQuota"
+ADMITTED = "Admitted"
+PREEMPTED_BY_KUEUE = "PreemptedByKueue"
+EVICTED_BY_KUEUE = "EvictedByKueue"

@@ -19,10 +19,11 @@ from typing import Any
 import kopf
 
 from kubetrain import settings as settings_module
-from kubetrain.cache import TRAININGS, Departed, Snapshot, Written, slim, take_snapshot
+from kubetrain.cache import TRAININGS, WORKLOADS, Departed, Snapshot, Written, slim, slim_workload, take_snapshot
 from kubetrain.children import CHILD_KINDS, ChildKind
-from kubetrain.contract import GROUP, LABEL_JOB, PLURAL, VERSION
+from kubetrain.contract import GROUP, LABEL_JOB, PLURAL, VERSION, job_of_worker
 from kubetrain.kube import Kube, load_api_client
+from kubetrain.kueue import WORKLOAD_API
 from kubetrain.leader import Elector, owned_by_pod
 from kubetrain.lean import trim
 from kubetrain.pod_state import is_disrupted
@@ -51,6 +52,8 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: 
     departed = Departed()
     trainings = kwargs[INDEX + TRAININGS]
     indexes = {child.field: kwargs[INDEX + child.field] for child in CHILD_KINDS}
+    if config.kueue:
+        indexes[WORKLOADS] = kwargs[INDEX + WORKLOADS]
 
     def read(key: Key) -> Snapshot | None:
         return take_snapshot(key, trainings, indexes, written, departed)
@@ -150,3 +153,26 @@ def _watch_child(child: ChildKind) -> None:
 
 for _child in CHILD_KINDS:
     _watch_child(_child)
+
+
+def _workload_jobs(namespace: str | None, body: kopf.Body) -> set[Key]:
+    """The jobs whose worker pods own a Workload (Kueue makes every pod of a group an owner of its Workload)."""
+    owners = body.get("metadata", {}).get("ownerReferences") or []
+    names = {job_of_worker(ref.get("name", "")) for ref in owners if ref.get("kind") == "Pod"}
+    return {(namespace or "", name) for name in names if name}
+
+
+def _watch_workloads() -> None:
+    """An index of Kueue's Workloads by the job they queue; a change (admitted, still waiting and why) pokes it."""
+    async def index(namespace: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> dict[Key, dict[str, Any]]:
+        keys = _workload_jobs(namespace, body)
+        for key in keys:
+            memo.queue.poke_soon(key)
+        return {key: slim_workload(body) for key in keys}
+
+    group, version, plural = WORKLOAD_API
+    kopf.index(group, version, plural, id=INDEX + WORKLOADS)(index)
+
+
+if settings_module.from_environment().kueue:
+    _watch_workloads()

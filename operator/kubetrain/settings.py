@@ -28,6 +28,9 @@ class Settings:
     pod_uid: str = ""
     # KUBETRAIN_ENTRYPOINTS_IMAGE: the image every job pod's init container copies the entrypoints from.
     entrypoints_image: str = ENTRYPOINTS_IMAGE
+    # KUBETRAIN_KUEUE=true: watch Kueue's Workloads, so a job waiting for quota says what Kueue says (the chart's
+    # kueue.enabled, which also grants reading them). Jobs with Kueue's label are queued either way.
+    kueue: bool = False
 
 
 def from_environment(environ: dict[str, str] | None = None) -> Settings:
@@ -42,4 +45,5 @@ def from_environment(environ: dict[str, str] | None = None) -> Settings:
         pod_name=env.get("KUBETRAIN_POD_NAME", ""),
         pod_uid=env.get("KUBETRAIN_POD_UID", ""),
         entrypoints_image=env.get("KUBETRAIN_ENTRYPOINTS_IMAGE") or ENTRYPOINTS_IMAGE,
+        kueue=env.get("KUBETRAIN_KUEUE", "").lower() == "true",
     )

@@ -62,7 +62,8 @@ def sync_training(kube: Kube, written: Written, snapshot: Snapshot, pool: Execut
         return None
     plan: Plan | None = None
     try:
-        plan = decide(job, status, Children(**snapshot.children, departed=snapshot.departed), now)
+        children = Children(**snapshot.children, departed=snapshot.departed, workloads=snapshot.workloads)
+        plan = decide(job, status, children, now)
         _apply(writer, status, plan, job)
     except ChildRefused as refused:  # what the parser could not foresee
         refusal = refused.refusal

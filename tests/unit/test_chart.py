@@ -241,6 +241,18 @@ def test_operator_command_and_settings_reach_the_container() -> None:
     assert "--debug" in main["args"] and "--log-format=plain" in main["args"]
 
 
+@pytest.mark.parametrize("values", [(), NAMESPACED], ids=["cluster-wide", "namespaced"])
+def test_kueue_enabled_lets_the_operator_watch_workloads_and_tells_it_to(values: tuple[str, ...]) -> None:
+    for enabled in (False, True):
+        docs = render(*values, "--set", f"kueue.enabled={str(enabled).lower()}")
+        env = {item["name"]: item.get("value") for item in container(docs)["env"]}
+        assert env.get("KUBETRAIN_KUEUE") == ("true" if enabled else None)
+        for role in of_kind(docs, "ClusterRole") + [r for r in of_kind(docs, "Role") if not is_leader_rbac(r)]:
+            for verb in ("list", "watch"):
+                assert allowed(role["rules"], "kueue.x-k8s.io", "workloads", verb) == enabled, (role, verb)
+            assert not allowed(role["rules"], "kueue.x-k8s.io", "workloads", "patch")  # read only
+
+
 def test_metrics_port_is_served_exposed_and_selected_by_the_service() -> None:
     docs = render("--set", "metrics.port=9191")
     main = container(docs)

@@ -113,4 +113,10 @@ app.kubernetes.io/part-of: kubetrain
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
+{{- if .Values.kueue.enabled }}
+# kueue.enabled: Kueue's Workloads of the jobs' pod groups are watched (read only) for what Kueue says of them.
+- apiGroups: [kueue.x-k8s.io]
+  resources: [workloads]
+  verbs: [list, watch]
+{{- end }}
 {{- end }}

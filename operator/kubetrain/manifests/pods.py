@@ -21,6 +21,7 @@ from kubetrain.contract import (
     ssh_secret_name,
     worker_name,
 )
+from kubetrain.kueue import group_name, worker_metadata
 from kubetrain.manifests.env import container_env
 from kubetrain.manifests.gang import build_pod_group, join_gang
 from kubetrain.manifests.names import labels, metadata
@@ -74,7 +75,19 @@ def build_worker_pod(job: Job, index: int, attempt: int = 0) -> dict[str, Any]:
     pod = merge_pod_template(pod, job.spec.pod_template)
     if spec.scheduling.gang is not None:
         join_gang(pod, job, spec.scheduling.gang)
+    if job.queue is not None:
+        join_kueue_group(pod, job, attempt)
     return pod
+
+
+def join_kueue_group(pod: dict[str, Any], job: Job, attempt: int) -> None:
+    """Make the worker a member of the attempt's Kueue pod group (kubetrain.kueue), queued in the job's LocalQueue."""
+    assert job.queue is not None
+    group = group_name(job.name, job.uid, attempt)
+    extra = worker_metadata(job.queue.name, job.queue.priority_class, group, job.spec.workers)
+    meta = pod["metadata"]
+    meta["labels"] = {**meta.get("labels", {}), **extra["labels"]}
+    meta["annotations"] = {**meta.get("annotations", {}), **extra["annotations"]}
 
 
 def build_worker_pod_group(job: Job) -> dict[str, Any] | None:

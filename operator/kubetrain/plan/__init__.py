@@ -49,6 +49,9 @@ def decide(job: Job, status: Mapping[str, Any], children: Children, now: datetim
     deadline = job.spec.run_policy.active_deadline_seconds
     if deadline is not None and now >= world.started + timedelta(seconds=deadline):
         return _fail(world, Failure(r.DEADLINE_EXCEEDED, f"the job ran longer than activeDeadlineSeconds={deadline}"))
+    evicted = phase.kueue_eviction(world)
+    if evicted is not None:
+        return _requeue(world, evicted)
     failure = phase.current_failure(world)
     if failure is None and job.spec.elastic is not None:
         for lost in elastic.departing(world).values():  # replaced, unless a podFailurePolicy rule fails the job
@@ -126,6 +129,13 @@ def _restart(world: World, failure: Failure, ignored_by: str | None = None) -> P
     `ignored_by`: the podFailurePolicy rule under which this restart does not count toward backoffLimit."""
     plan = Plan(actions=desired.delete_attempt(world.job, world.children), requeue_after=WAIT_REQUEUE_SECONDS)
     phase.restarting(world, failure, plan, ignored_by)
+    return plan
+
+
+def _requeue(world: World, stop: Failure) -> Plan:
+    """Kueue evicted the attempt: tear it down like a restart, counting nothing; the next one queues again."""
+    plan = Plan(actions=desired.delete_attempt(world.job, world.children), requeue_after=WAIT_REQUEUE_SECONDS)
+    phase.requeued(world, stop, plan)
     return plan
 
 

@@ -66,6 +66,7 @@ class Children:
     roles: list[Obj] = field(default_factory=list)
     rolebindings: list[Obj] = field(default_factory=list)
     departed: list[Obj] = field(default_factory=list)  # pods deleted with a disruption mark (kubetrain.cache.Departed)
+    workloads: list[Obj] = field(default_factory=list)  # Kueue's Workloads of the job's pod groups (not owned)
 
     def named(self, kind_list: list[Obj], name: str) -> Obj | None:
         return next((o for o in kind_list if o["metadata"]["name"] == name), None)

@@ -13,6 +13,7 @@ from kubetrain import reasons as r
 from kubetrain.api import Job
 from kubetrain.contract import LABEL_JOB, LABEL_ROLE, ROLE_LAUNCHER, ROLE_WORKER, launcher_name, worker_name
 from kubetrain.failure_policy import Cause
+from kubetrain.kueue import cluster_queue, gated, waiting_words
 from kubetrain.plan import elastic
 from kubetrain.plan.desired import drifted
 from kubetrain.plan.model import Create, CreateSshSecret, Event, Obj, Plan
@@ -23,6 +24,7 @@ from kubetrain.pod_state import (
     is_terminating,
     iso,
     job_finished,
+    kueue_stop,
     merge_conditions,
     pod_failure,
     pod_phase,
@@ -59,6 +61,27 @@ def current_failure(world: World) -> Failure | None:
     return None
 
 
+def kueue_eviction(world: World) -> Failure | None:
+    """Kueue stopped a worker of the current attempt (its Workload was evicted), or None."""
+    pods = [*world.workers.values(), *world.departed.values()]
+    return next((stop for stop in (kueue_stop(pod, ROLE_WORKER) for pod in pods) if stop), None)
+
+
+def admission(world: World) -> tuple[str, str, str] | None:
+    """The Admitted condition of a job in a Kueue queue: False while any worker is gated, naming the LocalQueue and
+    what Kueue says is missing; None without a queue or workers."""
+    queue, workers = world.job.queue, world.live_workers
+    if queue is None or not workers:
+        return None
+    waiting = sum(1 for pod in workers.values() if gated(pod))
+    if waiting:
+        return ("False", r.WAITING_FOR_QUOTA, f"Kueue has not admitted the workers ({waiting}/{world.job.spec.workers} "
+                                              f"gated) from LocalQueue {queue.name}: {waiting_words(world.workload)}")
+    where = cluster_queue(world.workload)
+    return ("True", r.ADMITTED, f"Kueue admitted the workers from LocalQueue {queue.name}"
+                                + (f" in ClusterQueue {where}" if where else ""))
+
+
 LAUNCHER_STARTED = ("Running", "Succeeded")  # a Failed launcher pod is a failure (current_failure)
 
 
@@ -73,11 +96,14 @@ def running(world: World, plan: Plan) -> None:
     # pod's), so the phase never steps back to Starting at the end of a training.
     launcher_running = world.launcher_pod is not None and pod_phase(world.launcher_pod) in LAUNCHER_STARTED
     unschedulable = next((m for m in map(unschedulable_message, workers.values()) if m), None)
+    admitted = admission(world)
     if launcher_running and job.spec.elastic:
         phase, reason = r.RUNNING, r.LAUNCHER_RUNNING
         message = f"the launcher is running horovodrun (elastic) with {ready}/{job.spec.workers} workers Ready"
     elif launcher_running:
         phase, reason, message = r.RUNNING, r.LAUNCHER_RUNNING, "the launcher is running mpirun on every worker"
+    elif admitted is not None and admitted[0] == "False":
+        phase, reason, message = r.PENDING, admitted[1], admitted[2]
     elif world.attempt and status.get("phase") == r.RESTARTING:
         phase = r.RESTARTING
         reason = str(status.get("reason", r.WORKER_FAILED))
@@ -117,6 +143,8 @@ def running(world: World, plan: Plan) -> None:
     }
     if phase != r.RESTARTING and status.get("phase") == r.RESTARTING:
         conditions[r.COND_RESTARTING] = ("False", r.RESUMED, "every worker is back")
+    if admitted is not None:
+        conditions[r.COND_ADMITTED] = admitted
     members = elastic.Membership()
     if job.spec.elastic:
         conditions[r.COND_MIN_WORKERS_READY] = elastic.min_condition(world)
@@ -165,6 +193,19 @@ def restarting(world: World, failure: Failure, plan: Plan, ignored_by: str | Non
     if ignored_by:
         plan.status["ignoredFailures"] = int(world.status.get("ignoredFailures", 0)) + 1
     plan.events.append(Event("Warning", failure.reason, message))
+
+
+def requeued(world: World, stop: Failure, plan: Plan) -> None:
+    """Kueue evicted the attempt: a new one waits for admission again; not a failure, so nothing is counted."""
+    message = f"{stop.message}; not counted toward backoffLimit: the next attempt waits for Kueue to admit it"
+    conditions = {
+        r.COND_RESTARTING: ("True", stop.reason, message),
+        r.COND_RUNNING: ("False", stop.reason, message),
+        r.COND_WORKERS_READY: ("False", stop.reason, "restarting every worker"),
+        r.COND_ADMITTED: ("False", stop.reason, stop.message),
+    }
+    plan.status = status_of(world, r.RESTARTING, stop.reason, message, conditions, 0, world.attempt + 1)
+    plan.events.append(Event("Warning", stop.reason, message))
 
 
 def failed(world: World, failure: Failure, plan: Plan) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from kubetrain.api import Job
 from kubetrain.contract import LABEL_INDEX, ROLE_LAUNCHER, ROLE_WORKER
+from kubetrain.kueue import group_name
 from kubetrain.plan.model import Children, Obj, attempt_of, parse_time, role_of
 from kubetrain.pod_state import is_ready, is_terminating
 
@@ -27,6 +28,7 @@ class World:
     launcher: Obj | None  # the current attempt's launcher Job
     launcher_pod: Obj | None  # its newest pod
     departed: dict[int, Obj]  # the current attempt's workers deleted with a disruption mark (not in workers)
+    workload: Obj | None = None  # Kueue's Workload of the current attempt's workers (a job with a queue)
 
     @property
     def live_workers(self) -> dict[int, Obj]:
@@ -57,6 +59,7 @@ def observe(job: Job, status: Mapping[str, Any], children: Children, now: dateti
         launcher_pod=pods[-1] if pods else None,
         departed={index: pod for index, pod in workers_by_index(children.departed, attempt).items()
                   if index not in workers},
+        workload=children.named(children.workloads, group_name(job.name, job.uid, attempt)) if job.queue else None,
     )
 
 

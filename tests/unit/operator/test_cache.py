@@ -6,7 +6,17 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from kubetrain.cache import TRAININGS, Departed, Written, owned, resource_version, slim, take_snapshot
+from kubetrain.cache import (
+    TRAININGS,
+    WORKLOADS,
+    Departed,
+    Written,
+    owned,
+    resource_version,
+    slim,
+    slim_workload,
+    take_snapshot,
+)
 from kubetrain.children import BY_KIND, CHILD_KINDS
 from kubetrain.plan import Children
 
@@ -40,7 +50,21 @@ def training(version: int, **status: Any) -> dict[str, Any]:
 
 
 def test_planner_children_have_one_field_per_registered_child_kind_and_the_departed_pods():
-    assert [f.name for f in dataclasses.fields(Children)] == [child.field for child in CHILD_KINDS] + ["departed"]
+    fields = [child.field for child in CHILD_KINDS] + ["departed", WORKLOADS]
+    assert [f.name for f in dataclasses.fields(Children)] == fields
+
+
+def test_kueues_workloads_reach_the_snapshot_without_their_pod_templates_when_watched():
+    body = {"metadata": {"name": "cifar-0-1a2b3c4d", "namespace": NS, "ownerReferences": [{"uid": "uid-pod"}]},
+            "spec": {"podSets": [{"template": {"spec": {"containers": []}}}]},
+            "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "message": "no quota"}]}}
+    kept = slim_workload(body)
+    assert "spec" not in kept and kept["status"] == body["status"]
+    watched = {(NS, JOB): [training(1)]}
+    snapshot = take_snapshot((NS, JOB), watched, {**indexes(), WORKLOADS: {(NS, JOB): [kept]}}, Written())
+    assert snapshot is not None and snapshot.workloads == [kept]
+    snapshot = take_snapshot((NS, JOB), watched, indexes(), Written())  # not watched: none
+    assert snapshot is not None and snapshot.workloads == []
 
 
 def test_a_status_the_operator_wrote_wins_until_the_watch_delivers_it():
