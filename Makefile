@@ -20,6 +20,7 @@ test: lint images
 	tests/images/byo/build.sh
 	tests/controlplane/build.sh
 	tests/controlplane/build-gang-schedulers.sh
+	tests/controlplane/build-kueue.sh
 	tests/bench/peer/build.sh
 	tests/e2e/kind-node/build.sh
 	$(PY) -m pytest -q tests -p no:cacheprovider

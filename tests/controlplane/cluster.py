@@ -44,6 +44,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 import gang_schedulers as gang
+import kueue
 
 HERE = Path(__file__).resolve().parent
 BUILD_SCRIPT = HERE / "build.sh"
@@ -232,6 +233,13 @@ def write_pki(directory: Path) -> Pki:
     )
 
 
+def write_self_signed(directory: Path, host: str) -> Credential:
+    """A self-signed serving certificate for `host` (an IP or DNS name) as `tls.crt` and `tls.key` in `directory`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    key = ec.generate_private_key(ec.SECP256R1())
+    return _write_credential(directory, "tls", _certificate(_name(host), key, None, key, server_names=[host]), key)
+
+
 def kubeconfig(server: str, ca: Path, user: str, credential: Credential) -> dict[str, Any]:
     """A self-contained kubeconfig (certificates embedded) for one user of the API server at `server`."""
 
@@ -385,11 +393,12 @@ class ControlPlane:
 
     @classmethod
     def start(cls, workdir: Path | str, nodes: Iterable[tuple[str, int]] = DEFAULT_NODES,
-              bin_dir: Path | None = None, gang_schedulers: Iterable[str] = ()) -> ControlPlane:
+              bin_dir: Path | None = None, gang_schedulers: Iterable[str] = (), kueue: bool = False) -> ControlPlane:
         """Starts every component under `workdir` and registers `nodes` as (name, gpus); returns when the API server
         is ready, the controllers and scheduler are healthy, the `default` ServiceAccount exists and every node is
         Ready. Anything started is stopped again if this fails. `gang_schedulers` (gang_schedulers.COSCHEDULING,
-        .VOLCANO) also start, beside the default kube-scheduler (see `start_gang_scheduler`)."""
+        .VOLCANO) also start, beside the default kube-scheduler (see `start_gang_scheduler`); so does Kueue if
+        `kueue` (see `start_kueue`)."""
         workdir = Path(workdir).resolve()
         plane = cls(workdir, bin_dir or binary_dir(), kubectl_binary())
         atexit.register(plane.stop)
@@ -397,6 +406,8 @@ class ControlPlane:
             plane._start()
             for scheduler in gang_schedulers:
                 plane.start_gang_scheduler(scheduler)
+            if kueue:
+                plane.start_kueue()
             for name, gpus in nodes:
                 plane.add_node(name, gpus=gpus)
         except BaseException:
@@ -644,6 +655,49 @@ class ControlPlane:
         self._wait_healthy(process, f"http://127.0.0.1:{port}/healthz", _unverified_context())
         try:
             wait_until(ready, START_TIMEOUT, interval=1.0, message="vc-scheduler to create its default Queue")
+        except TimeoutError as error:
+            raise ControlPlaneError(f"{error}; log {process.log}:\n{process.tail()}") from None
+
+    # -- Kueue (opt-in) -----------------------------------------------------------------------------------------------
+
+    def start_kueue(self, build_dir: Path | None = None) -> None:
+        """Starts Kueue (built by build-kueue.sh into `build_dir`; see kueue.py): creates its CRDs and its webhook
+        configurations, which call it on 127.0.0.1 with a self-signed certificate, then runs it as the admin (its
+        RBAC is its chart's concern, not these tests'); returns when it is ready and its pod webhook answers."""
+        directory = build_dir or kueue.build_dir()
+        missing = kueue.missing_files(directory)
+        if missing:
+            raise ControlPlaneError(
+                f"Kueue files missing in {directory}: {', '.join(missing)}; build them with: "
+                f"{kueue.BUILD_SCRIPT.relative_to(HERE.parents[1])}")
+        crds = [f"--filename={crd}" for crd in kueue.crd_files(directory)]
+        self.kubectl("apply", "--server-side", *crds)
+        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", *crds, timeout=90)
+        cert_dir = self.workdir / "kueue-certs"
+        credential = write_self_signed(cert_dir, "127.0.0.1")
+        port, health = free_port(), free_port()
+        for manifest in kueue.webhook_configurations(directory / "webhooks", f"https://127.0.0.1:{port}",
+                                                     credential.cert.read_bytes()):
+            self.kubectl("apply", "--server-side", "--filename=-", input=json.dumps(manifest))
+        config = kueue.configuration(port, cert_dir, health, free_port())
+        config_file = _write(self.workdir / "kueue-config.yaml", yaml.safe_dump(config).encode(), 0o644)
+        process = self._spawn_binary(directory / "bin" / kueue.BINARY, f"--config={config_file}",
+                                     f"--kubeconfig={self.kubeconfig}")
+        self._wait_healthy(process, f"http://127.0.0.1:{health}/readyz", _unverified_context())
+        # Ready means its webhook server listens; the pod webhook is registered a little later.
+        probe = json.dumps(kueue.probe_pod("default"))
+
+        def gated() -> bool:
+            process.check_alive()
+            try:
+                pod = json.loads(self.kubectl("create", "--dry-run=server", "--output=json", "--filename=-",
+                                              input=probe))
+            except KubectlError:
+                return False
+            return {"name": kueue.ADMISSION_GATE} in pod["spec"].get("schedulingGates", [])
+
+        try:
+            wait_until(gated, START_TIMEOUT, interval=1.0, message="Kueue's pod webhook to gate a queued pod")
         except TimeoutError as error:
             raise ControlPlaneError(f"{error}; log {process.log}:\n{process.tail()}") from None
 

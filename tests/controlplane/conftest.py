@@ -16,8 +16,15 @@
   `schedulerName: volcano` (gang: a `scheduling.volcano.sh/v1beta1` PodGroup in Queue `default`, annotation
   `scheduling.k8s.io/group-name`). Pods without a schedulerName go to the default kube-scheduler as usual.
 - `gang_namespace` (function): like `namespace`, in `gang_control_plane`.
+- `kueue_control_plane` (session, started only when a test asks for it): a third control plane whose fake nodes are
+  KUEUE_NODES (kwok-kueue-0 and kwok-kueue-1, 4 nvidia.com/gpu each) and where Kueue v0.10.0 runs with its plain-Pod
+  integration (built by tests/controlplane/build-kueue.sh; labels, annotations and builders in kueue.py). No
+  ClusterQueue or LocalQueue exists: a test creates its own. Pods with the label `kueue.x-k8s.io/queue-name` are gated
+  until Kueue admits them; other pods go to the default kube-scheduler as usual.
+- `kueue_namespace` (function): like `namespace`, in `kueue_control_plane`.
 
-Fails (never skips) when the binaries are missing: build them with tests/controlplane/build.sh.
+Fails (never skips) when the binaries are missing: build them with tests/controlplane/build.sh (and
+build-gang-schedulers.sh, build-kueue.sh).
 """
 
 from __future__ import annotations
@@ -28,12 +35,14 @@ from pathlib import Path
 import pytest
 
 import gang_schedulers as gang
+import kueue
 from cluster import ControlPlane, fresh_namespace
 from operator_harness import OperatorProcess, install_crd, operator_log_dir
 from session_plane import session_plane
 
 HERE = Path(__file__).resolve().parent
 GANG_NODES = tuple((f"kwok-gang-{index}", 2) for index in range(4))
+KUEUE_NODES = (("kwok-kueue-0", 4), ("kwok-kueue-1", 4))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -67,6 +76,24 @@ def gang_namespace(gang_control_plane: ControlPlane, request: pytest.FixtureRequ
     """A fresh namespace in `gang_control_plane`, deleted after the test."""
     with fresh_namespace(gang_control_plane, request.node.name) as name:
         yield name
+
+
+@pytest.fixture(scope="session")
+def kueue_control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """A control plane with Kueue (Pod integration) and 2 nodes x 4 GPUs; stopped at the end of the session."""
+    yield from session_plane(tmp_path_factory.mktemp("kueue-controlplane"), "the Kueue control plane",
+                             nodes=KUEUE_NODES, kueue=True)
+
+
+@pytest.fixture
+def kueue_namespace(kueue_control_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace in `kueue_control_plane`, deleted after the test. Its pods are first marked not
+    retriable: Kueue keeps its finalizer on a failed pod of a retriable group until a replacement comes, which never
+    happens in a namespace being deleted."""
+    with fresh_namespace(kueue_control_plane, request.node.name) as name:
+        yield name
+        kueue_control_plane.kubectl("annotate", "pods", "--all", "--namespace", name, "--overwrite",
+                                    f"{kueue.RETRIABLE_IN_GROUP_ANNOTATION}=false")
 
 
 @pytest.fixture(scope="module")

@@ -58,6 +58,7 @@ NOT_RUN = {
                  "cores (cifar_mixup/demo.py says so); `python -m cifar_mixup.demo --help` runs here and the same "
                  "program trains on digits in test_running_a_job_on_your_machine",
     "make test": TIER,
+    "kubectl get dtr -o wide": f"{CLUSTER}; tests/controlplane/test_operator_kueue.py reads its Reason column",
     "make unit": TIER,
     ".ci/run": TIER,
     "make images": BUILD,

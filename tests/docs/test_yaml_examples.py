@@ -32,6 +32,9 @@ NOT_CHECKED_YAML = {
     ("README.md", "Compared with mpi-operator", "MPIJob"):
         "Kubeflow mpi-operator's MPIJob, shown for comparison: kubetrain does not parse it, and the control-plane "
         "tier's API server has no MPIJob CRD to judge it (only the bench installs one, from its mpi-operator build)",
+    **{("README.md", "Kueue", kind): "Kueue's own object: tests/controlplane/test_operator_kueue.py sends it to the "
+                                     "API server of the Kueue control plane (server-side dry run), which has its CRDs"
+       for kind in ("ResourceFlavor", "ClusterQueue", "LocalQueue")},
 }
 # What the README's "Gang scheduling" section says each scheduler's PodGroup is and how a worker joins it.
 GANG = {
