@@ -673,6 +673,7 @@ class ControlPlane:
         crds = [f"--filename={crd}" for crd in kueue.crd_files(directory)]
         self.kubectl("apply", "--server-side", *crds)
         self.kubectl("wait", "--for=condition=Established", "--timeout=60s", *crds, timeout=90)
+        self.kubectl("create", "--filename=-", input=json.dumps(kueue.orphan()))
         cert_dir = self.workdir / "kueue-certs"
         credential = write_self_signed(cert_dir, "127.0.0.1")
         port, health = free_port(), free_port()
@@ -696,8 +697,15 @@ class ControlPlane:
                 return False
             return {"name": kueue.ADMISSION_GATE} in pod["spec"].get("schedulingGates", [])
 
+        def orphan_collected() -> bool:
+            return not self.exists("workloadpriorityclasses.kueue.x-k8s.io", kueue.ORPHAN)
+
         try:
             wait_until(gated, START_TIMEOUT, interval=1.0, message="Kueue's pod webhook to gate a queued pod")
+            # Until the garbage collector watches Kueue's kinds (it looks for new ones every 30 s), a Workload
+            # outlives its pods; once it does, deleting a group's pods deletes its Workload and frees its quota.
+            wait_until(orphan_collected, START_TIMEOUT, interval=1.0,
+                       message="the garbage collector to watch Kueue's kinds")
         except TimeoutError as error:
             raise ControlPlaneError(f"{error}; log {process.log}:\n{process.tail()}") from None
 
@@ -771,6 +779,18 @@ def _unverified_context() -> ssl.SSLContext:
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
     return context
+
+
+def wait_for_free_gpus(plane: ControlPlane) -> None:
+    """Until no unfinished pod holds a GPU: an earlier test's namespace may still be going away."""
+
+    def free() -> bool:
+        pods = json.loads(plane.kubectl("get", "pods", "--all-namespaces", "--output=json"))["items"]
+        return not [p for p in pods if p["spec"].get("nodeName")
+                    and p["status"].get("phase") not in ("Succeeded", "Failed")
+                    and any(GPU_RESOURCE in c.get("resources", {}).get("limits", {}) for c in p["spec"]["containers"])]
+
+    wait_until(free, message="the GPUs of earlier tests' pods to be released")
 
 
 @contextmanager

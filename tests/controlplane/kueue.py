@@ -3,9 +3,11 @@ build-kueue.sh put Kueue.
 
 `ControlPlane.start(..., kueue=True)` runs Kueue v0.10.0 with its plain-Pod integration only. A pod is queued when it
 has the label `QUEUE_NAME_LABEL: <LocalQueue>`: Kueue's webhook adds the scheduling gate `ADMISSION_GATE` and removes
-it once the pod's Workload is admitted to the LocalQueue's ClusterQueue. Pods form one Workload when they share the
-label `POD_GROUP_NAME_LABEL: <group>` and the annotation `POD_GROUP_TOTAL_COUNT_ANNOTATION: "<n>"`; such a group is
-admitted as a whole. `PRIORITY_CLASS_LABEL` names a WorkloadPriorityClass. Pods without the queue label are left alone.
+it once the pod's Workload is admitted to the LocalQueue's ClusterQueue. Pods form one Workload, named `<group>`, when
+they share the label `POD_GROUP_NAME_LABEL: <group>` and the annotation `POD_GROUP_TOTAL_COUNT_ANNOTATION: "<n>"`.
+Kueue creates it once all n pods exist and admits the group as a whole. The Workload is owned by its pods: the garbage
+collector deletes it, and frees its quota, when the last of them is deleted. `PRIORITY_CLASS_LABEL` names a
+WorkloadPriorityClass. Pods without the queue label are left alone.
 
 The builders here are pure: they return manifests and Kueue's configuration as dicts.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import base64
 import os
 import subprocess
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +34,12 @@ QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 POD_GROUP_NAME_LABEL = "kueue.x-k8s.io/pod-group-name"
 POD_GROUP_TOTAL_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
-# "false" on a group's pods: the group is not retried, so deleting its pods ends its Workload and frees its quota.
+# "false" on a group's pods: once none of them runs, Kueue finishes the group's Workload and frees its quota. A
+# retriable group (the default) keeps its quota and waits for replacement pods.
 RETRIABLE_IN_GROUP_ANNOTATION = "kueue.x-k8s.io/retriable-in-group"
 ADMISSION_GATE = "kueue.x-k8s.io/admission"
+
+ORPHAN = "kubetrain-orphan-probe"  # see orphan()
 
 # Kueue's own namespace (its default). Kueue refuses a configuration that manages it or kube-system.
 NAMESPACE = "kueue-system"
@@ -133,6 +139,14 @@ def probe_pod(namespace: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "kueue-probe", "namespace": namespace, "labels": {QUEUE_NAME_LABEL: "probe"}},
             "spec": {"containers": [{"name": "probe", "image": "probe"}]}}
+
+
+def orphan() -> dict[str, Any]:
+    """A WorkloadPriorityClass owned by a Node that does not exist: the garbage collector deletes it as soon as it
+    watches Kueue's kinds."""
+    owner = {"apiVersion": "v1", "kind": "Node", "name": ORPHAN, "uid": str(uuid.uuid4())}
+    manifest = workload_priority_class(ORPHAN, 0)
+    return {**manifest, "metadata": {**manifest["metadata"], "ownerReferences": [owner]}}
 
 
 def build_dir() -> Path:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import gang_schedulers as gang
-from cluster import GPU_RESOURCE, ControlPlane, wait_until
+from cluster import GPU_RESOURCE, ControlPlane, wait_for_free_gpus, wait_until
 
 JOBS = ("job-a", "job-b")
 WORKERS = 3
@@ -73,18 +73,6 @@ def pending_by_job(plane: ControlPlane, namespace: str) -> dict[str, int]:
 def unschedulable(pod: dict[str, Any]) -> bool:
     return any(c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"
                for c in pod.get("status", {}).get("conditions", []))
-
-
-def wait_for_free_gpus(plane: ControlPlane) -> None:
-    """Until no unfinished pod holds a GPU: an earlier test's namespace may still be going away."""
-
-    def free() -> bool:
-        pods = json.loads(plane.kubectl("get", "pods", "--all-namespaces", "--output=json"))["items"]
-        return not [p for p in pods if p["spec"].get("nodeName")
-                    and p["status"].get("phase") not in ("Succeeded", "Failed")
-                    and any(GPU_RESOURCE in c.get("resources", {}).get("limits", {}) for c in p["spec"]["containers"])]
-
-    wait_until(free, message="the GPUs of earlier tests' pods to be released")
 
 
 def holds(condition: Callable[[], bool], seconds: float, message: str) -> None:
