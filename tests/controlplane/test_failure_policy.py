@@ -14,6 +14,7 @@ from operator_harness import (
     create,
     events,
     live_pods,
+    status,
     training,
     wait_for_pods,
     wait_for_status,
@@ -93,13 +94,16 @@ def test_workers_preempted_by_a_higher_priority_pod_restart_the_job_without_coun
         event = restart_event(crd, namespace, name, "Preempted")
         assert "not counted toward backoffLimit" in event["message"], event
         assert "PreemptionByScheduler" in event["message"] and f"{name}-worker-" in event["message"], event
-        after = wait_for_status(crd, namespace, name, operator, attempt=1, timeout=120)
-        assert after["restarts"] == 0 and after["ignoredFailures"] >= 1 and after["phase"] != "Failed", after
 
         def urgent_node() -> str | None:
             return crd.get("pod", "urgent", namespace)["spec"].get("nodeName")
 
         assert wait_until(urgent_node, 120, message="the urgent pod bound where the workers were") == node
+        # The next attempt's workers may land on the node before the urgent pod does and be preempted again: every
+        # such restart is one more ignored failure, none is counted.
+        after = status(crd, namespace, name)
+        assert after["attempt"] >= 1 and after["ignoredFailures"] == after["attempt"], after
+        assert after["restarts"] == 0 and after["phase"] != "Failed", after
     finally:
         # everything on the node goes while the node is there: pods of a deleted node would wait for the pod GC and
         # keep the namespace terminating, where a later test's cluster-wide operator would still see this job
