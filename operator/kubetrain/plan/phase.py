@@ -183,29 +183,28 @@ def restarting(world: World, failure: Failure, plan: Plan, ignored_by: str | Non
         message = f"restart, not counted toward backoffLimit ({ignored_by}): {failure.message}"
     else:
         message = f"restart {restarts}/{world.job.spec.run_policy.backoff_limit}: {failure.message}"
-    conditions = {
-        r.COND_RESTARTING: ("True", failure.reason, message),
-        r.COND_RUNNING: ("False", failure.reason, message),
-        r.COND_WORKERS_READY: ("False", failure.reason, "restarting every worker"),
-    }
-    plan.status = status_of(world, r.RESTARTING, failure.reason, message, conditions, 0, world.attempt + 1)
+    _next_attempt(world, failure.reason, message, plan)
     plan.status["restarts"] = restarts
     if ignored_by:
         plan.status["ignoredFailures"] = int(world.status.get("ignoredFailures", 0)) + 1
-    plan.events.append(Event("Warning", failure.reason, message))
 
 
 def requeued(world: World, stop: Failure, plan: Plan) -> None:
     """Kueue evicted the attempt: a new one waits for admission again; not a failure, so nothing is counted."""
     message = f"{stop.message}; not counted toward backoffLimit: the next attempt waits for Kueue to admit it"
-    conditions = {
-        r.COND_RESTARTING: ("True", stop.reason, message),
-        r.COND_RUNNING: ("False", stop.reason, message),
-        r.COND_WORKERS_READY: ("False", stop.reason, "restarting every worker"),
-        r.COND_ADMITTED: ("False", stop.reason, stop.message),
+    _next_attempt(world, stop.reason, message, plan, {r.COND_ADMITTED: ("False", stop.reason, stop.message)})
+
+
+def _next_attempt(world: World, reason: str, message: str, plan: Plan, conditions: Conditions | None = None) -> None:
+    """Restarting into attempt+1: the status, its conditions (and `conditions`), and a Warning event."""
+    merged = {
+        r.COND_RESTARTING: ("True", reason, message),
+        r.COND_RUNNING: ("False", reason, message),
+        r.COND_WORKERS_READY: ("False", reason, "restarting every worker"),
+        **(conditions or {}),
     }
-    plan.status = status_of(world, r.RESTARTING, stop.reason, message, conditions, 0, world.attempt + 1)
-    plan.events.append(Event("Warning", stop.reason, message))
+    plan.status = status_of(world, r.RESTARTING, reason, message, merged, 0, world.attempt + 1)
+    plan.events.append(Event("Warning", reason, message))
 
 
 def failed(world: World, failure: Failure, plan: Plan) -> None:
