@@ -37,7 +37,7 @@ import pytest
 import gang_schedulers as gang
 import kueue
 from cluster import ControlPlane, fresh_namespace
-from operator_harness import OperatorProcess, install_crd, operator_log_dir
+from operator_harness import OperatorProcess, install_crd, operator_watching
 from session_plane import session_plane
 
 HERE = Path(__file__).resolve().parent
@@ -105,8 +105,4 @@ def crd(control_plane: ControlPlane) -> ControlPlane:
 @pytest.fixture
 def operator(crd: ControlPlane, namespace: str) -> Iterator[OperatorProcess]:
     """The operator watching this test's namespace; its log is printed when the test fails."""
-    log = operator_log_dir() / f"{namespace}.log"
-    process = OperatorProcess(crd, namespace, log).start()
-    yield process
-    process.stop()
-    print(f"operator log ({log}):\n{process.log_tail(200)}")  # pytest shows it when the test fails
+    yield from operator_watching(crd, namespace)

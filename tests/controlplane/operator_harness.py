@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,17 @@ class OperatorProcess:
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+def operator_watching(plane: ControlPlane, namespace: str,
+                      env: dict[str, str] | None = None) -> Iterator[OperatorProcess]:
+    """The body of a yield fixture: the operator watching `namespace` (the CRD installed already), stopped after the
+    test; its log is printed then, which pytest shows when the test fails."""
+    log = operator_log_dir() / f"{namespace}.log"
+    process = OperatorProcess(plane, namespace, log, env).start()
+    yield process
+    process.stop()
+    print(f"operator log ({log}):\n{process.log_tail(200)}")
 
 
 def training(name: str, **spec: Any) -> dict[str, Any]:

@@ -186,22 +186,29 @@ def test_a_pod_without_a_queue_name_is_not_gated_and_runs(
     assert not workload(plane, namespace, "plain")
 
 
-@pytest.mark.parametrize("not_retriable", [False, True], ids=["retriable", "not-retriable"])
-def test_deleting_a_running_groups_pods_admits_the_next_group(
-        kueue_control_plane: ControlPlane, kueue_namespace: str, queue: QueueFactory, not_retriable: bool) -> None:
-    """The Workload is owned by its pods: the garbage collector deletes it with the last of them, marked or not."""
-    plane, namespace = kueue_control_plane, kueue_namespace
+def a_running_and_b_queued(plane: ControlPlane, namespace: str, queue: QueueFactory,
+                           not_retriable: bool) -> list[str]:
+    """group-a running and group-b's Workload made, in a queue with room for one group; group-a's pod names, marked
+    `retriable-in-group: "false"` when `not_retriable`."""
     queue()
     create(plane, namespace, group("group-a"))
     wait_until(lambda: all_running(plane, namespace, "group-a"), ADMIT_TIMEOUT, message="group-a to run")
     create(plane, namespace, group("group-b"))
     wait_until(lambda: workload(plane, namespace, "group-b"), ADMIT_TIMEOUT, message="group-b's Workload")
-    holds(lambda: all_waiting(plane, namespace, "group-b"), 3.0, "group-b got a pod ungated while group-a runs")
-
     names = [member["metadata"]["name"] for member in pods_of(plane, namespace, "group-a")]
     if not_retriable:
         plane.kubectl("annotate", "pods", *names, "--namespace", namespace, "--overwrite",
                       f"{kueue.RETRIABLE_IN_GROUP_ANNOTATION}=false")
+    return names
+
+
+@pytest.mark.parametrize("not_retriable", [False, True], ids=["retriable", "not-retriable"])
+def test_deleting_a_running_groups_pods_admits_the_next_group(
+        kueue_control_plane: ControlPlane, kueue_namespace: str, queue: QueueFactory, not_retriable: bool) -> None:
+    """The Workload is owned by its pods: the garbage collector deletes it with the last of them, marked or not."""
+    plane, namespace = kueue_control_plane, kueue_namespace
+    names = a_running_and_b_queued(plane, namespace, queue, not_retriable)
+    holds(lambda: all_waiting(plane, namespace, "group-b"), 3.0, "group-b got a pod ungated while group-a runs")
     started = time.monotonic()
     plane.kubectl("delete", "pods", *names, "--namespace", namespace, "--wait=false")
     wait_until(lambda: all_running(plane, namespace, "group-b"), ADMIT_TIMEOUT,
@@ -215,15 +222,7 @@ def test_deleting_a_running_groups_pods_admits_the_next_group(
 def test_a_failed_group_frees_its_quota_only_when_marked_not_retriable(
         kueue_control_plane: ControlPlane, kueue_namespace: str, queue: QueueFactory, not_retriable: bool) -> None:
     plane, namespace = kueue_control_plane, kueue_namespace
-    queue()
-    create(plane, namespace, group("group-a"))
-    wait_until(lambda: all_running(plane, namespace, "group-a"), ADMIT_TIMEOUT, message="group-a to run")
-    create(plane, namespace, group("group-b"))
-    wait_until(lambda: workload(plane, namespace, "group-b"), ADMIT_TIMEOUT, message="group-b's Workload")
-    names = [member["metadata"]["name"] for member in pods_of(plane, namespace, "group-a")]
-    if not_retriable:
-        plane.kubectl("annotate", "pods", *names, "--namespace", namespace, "--overwrite",
-                      f"{kueue.RETRIABLE_IN_GROUP_ANNOTATION}=false")
+    names = a_running_and_b_queued(plane, namespace, queue, not_retriable)
     for name in names:
         plane.set_pod_outcome(namespace, name, phase="Failed")
 

@@ -16,7 +16,7 @@ from operator_harness import (
     create,
     install_crd,
     live_pods,
-    operator_log_dir,
+    operator_watching,
     status,
     training,
     wait_for_pods,
@@ -32,11 +32,7 @@ WORKERS, GPUS = 3, 2
 @pytest.fixture
 def gang_operator(gang_control_plane: ControlPlane, gang_namespace: str) -> Iterator[OperatorProcess]:
     install_crd(gang_control_plane)
-    log = operator_log_dir() / f"{gang_namespace}.log"
-    process = OperatorProcess(gang_control_plane, gang_namespace, log).start()
-    yield process
-    process.stop()
-    print(f"operator log ({log}):\n{process.log_tail(200)}")
+    yield from operator_watching(gang_control_plane, gang_namespace)
 
 
 def bound(plane: ControlPlane, namespace: str, job: str) -> int:

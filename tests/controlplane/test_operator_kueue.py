@@ -19,7 +19,7 @@ from operator_harness import (
     events,
     install_crd,
     live_pods,
-    operator_log_dir,
+    operator_watching,
     status,
     training,
     wait_for_pods,
@@ -35,11 +35,7 @@ QUEUE = "team"
 @pytest.fixture
 def kueue_operator(kueue_control_plane: ControlPlane, kueue_namespace: str) -> Iterator[OperatorProcess]:
     install_crd(kueue_control_plane)
-    log = operator_log_dir() / f"{kueue_namespace}.log"
-    process = OperatorProcess(kueue_control_plane, kueue_namespace, log, env={"KUBETRAIN_KUEUE": "true"}).start()
-    yield process
-    process.stop()
-    print(f"operator log ({log}):\n{process.log_tail(200)}")
+    yield from operator_watching(kueue_control_plane, kueue_namespace, env={"KUBETRAIN_KUEUE": "true"})
 
 
 @pytest.fixture

@@ -12,16 +12,13 @@ import pytest
 import yaml
 
 from cluster import ControlPlane, wait_until
-from operator_harness import OperatorProcess, create, install_crd, operator_log_dir, training
+from operator_harness import OperatorProcess, create, install_crd, operator_watching, training
 
 
 @pytest.fixture
 def operator(control_plane: ControlPlane, namespace: str) -> Iterator[OperatorProcess]:
     install_crd(control_plane)
-    process = OperatorProcess(control_plane, namespace, operator_log_dir() / f"{namespace}.log").start()
-    yield process
-    process.stop()
-    print(f"operator log:\n{process.log_tail(100)}")
+    yield from operator_watching(control_plane, namespace)
 
 
 def job_kubeconfig(plane: ControlPlane, namespace: str, service_account: str, path: Path) -> Path:
