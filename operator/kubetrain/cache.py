@@ -1,23 +1,24 @@
 """What a sync pass reads instead of the API server: a snapshot of one job's world from the watch-fed stores.
 
-The stores are kopf indices (kubetrain.reconcile), keyed by (namespace, job name): kopf holds every other handler
-back until each index has its first complete listing, so no pass ever decides on a half-filled cache. On top of
-them `Written` keeps what this operator itself just wrote (create and status-patch responses) until the watch has
-delivered that version or a newer one, so a pass never acts on a state older than the operator's own last write
-(a restart decided twice, a child created twice). Anything else stale is harmless: creates and deletes are
-idempotent, and every write that matters is followed by a watch event that triggers a fresh pass.
+The objects come from the watch-fed store (kubetrain.runtime.store), by (namespace, job name), each reduced to what
+decisions read (`kept`); no pass runs before every watch has its first complete listing, so none decides on a
+half-filled cache. On top of them `Written` keeps what this operator itself just wrote (create and status-patch
+responses) until the watch has delivered that version or a newer one, so a pass never acts on a state older than the
+operator's own last write (a restart decided twice, a child created twice). Anything else stale is harmless: creates
+and deletes are idempotent, and every write that matters is followed by a watch event that triggers a fresh pass.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from kubetrain.children import CHILD_KINDS, ChildKind
+from kubetrain.children import WATCHED_KINDS
 from kubetrain.contract import LABEL_JOB
+from kubetrain.projection import METADATA, Shape, project
 
 Obj = Mapping[str, Any]
 JobKey = tuple[str, str]  # (namespace, job name)
@@ -33,15 +34,18 @@ def resource_version(obj: Obj) -> int:
     return int(value) if value.isdigit() else -1
 
 
-def slim(child: ChildKind, body: Obj) -> dict[str, Any]:
-    """What the cache keeps of a child: everything but the keys nothing reads (a Secret's key material)."""
-    return {key: value for key, value in body.items() if key not in child.drop}
+# What the cache keeps of a DistributedTraining: all a pass reads (spec, status, metadata without managedFields and
+# kubectl's last-applied copy of the spec).
+TRAINING_SHAPE: Shape = {"apiVersion": True, "kind": True, "metadata": METADATA, "spec": True, "status": True}
+# Of a Kueue Workload: its metadata (its owners name the job) and status (its spec repeats the pods' templates).
+WORKLOAD_SHAPE: Shape = {"metadata": METADATA, "status": True}
+SHAPES: dict[str, Shape] = {TRAININGS: TRAINING_SHAPE, WORKLOADS: WORKLOAD_SHAPE,
+                            **{child.field: child.shape for child in WATCHED_KINDS}}  # fmt: skip
 
 
-def slim_workload(body: Obj) -> dict[str, Any]:
-    """What the cache keeps of a Kueue Workload: its name and status (its spec repeats the pods' templates)."""
-    return {"metadata": {"name": body["metadata"]["name"], "namespace": body["metadata"].get("namespace")},
-            "status": body.get("status") or {}}
+def kept(field: str, body: Obj) -> dict[str, Any]:
+    """What the cache keeps of an object of `field` (TRAININGS, WORKLOADS or a watched child's field)."""
+    return project(SHAPES[field], body)  # type: ignore[no-any-return]
 
 
 class Written:
@@ -56,7 +60,7 @@ class Written:
     def remember(self, field: str, obj: Obj) -> None:
         meta = obj["metadata"]
         with self._lock:
-            self._objects[(field, meta["namespace"], meta["name"])] = (self._clock(), dict(obj))
+            self._objects[(field, meta["namespace"], meta["name"])] = (self._clock(), kept(field, obj))
 
     def forget(self, field: str, namespace: str, name: str) -> None:
         with self._lock:
@@ -114,8 +118,9 @@ class Departed:
         self._pods: dict[JobKey, dict[str, tuple[float, dict[str, Any]]]] = {}
 
     def remember(self, key: JobKey, pod: Obj) -> None:
+        """Keep `pod` (as the cache keeps pods) for the time to live."""
         with self._lock:
-            self._pods.setdefault(key, {})[pod["metadata"]["name"]] = (self._clock(), dict(pod))
+            self._pods.setdefault(key, {})[pod["metadata"]["name"]] = (self._clock(), kept("pods", pod))
 
     def forget_job(self, key: JobKey) -> None:
         with self._lock:
@@ -135,7 +140,7 @@ class Departed:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """One job's world for one pass: its body, the children it owns, grouped by `CHILD_KINDS` field, and its pods
+    """One job's world for one pass: its body, the children it owns, grouped by `WATCHED_KINDS` field, and its pods
     that left with a disruption mark (`Departed`)."""
 
     training: dict[str, Any]
@@ -149,20 +154,22 @@ class Snapshot:
         return meta["namespace"], meta["name"]
 
 
-Index = Mapping[JobKey, Iterable[Obj]]  # a kopf index: (namespace, job name) -> the objects under that key
+class Listing(Protocol):
+    """Where the watched objects are (kubetrain.runtime.store.Store)."""
+
+    def of(self, field: str, job: JobKey) -> list[Obj]: ...
 
 
-def take_snapshot(key: JobKey, trainings: Index, indexes: Mapping[str, Index], written: Written,
-                  departed: Departed | None = None) -> Snapshot | None:
-    """The job's world, or None when the watch no longer has the job (deleted: its children go with it).
-    `indexes` has one index per `CHILD_KINDS` field, and WORKLOADS when Kueue's Workloads are watched."""
-    observed = next(iter(trainings.get(key, ())), None)
+def take_snapshot(key: JobKey, listing: Listing, written: Written, departed: Departed | None = None
+                  ) -> Snapshot | None:  # fmt: skip
+    """The job's world, or None when the watch no longer has the job (deleted: its children go with it)."""
+    observed = next(iter(listing.of(TRAININGS, key)), None)
     if observed is None:
         return None
     training = dict(written.newest(TRAININGS, observed))
     listed: dict[str, list[Obj]] = {}
-    for child in CHILD_KINDS:
-        objects = [written.newest(child.field, obj) for obj in indexes[child.field].get(key, ())]
+    for child in WATCHED_KINDS:
+        objects = [written.newest(child.field, obj) for obj in listing.of(child.field, key)]
         names = {obj["metadata"]["name"] for obj in objects}
         fresh = written.unseen(child.field, key[0], names)
         objects += [obj for obj in fresh if (obj["metadata"].get("labels") or {}).get(LABEL_JOB) == key[1]]
@@ -172,7 +179,7 @@ def take_snapshot(key: JobKey, trainings: Index, indexes: Mapping[str, Index], w
     present = {pod["metadata"]["name"] for pod in children["pods"]}
     gone: list[Obj] = [pod for pod in (departed.of_job(key) if departed else [])
                        if pod["metadata"]["name"] not in present and owned_by(pod, {uid})]
-    return Snapshot(training, children, gone, list(indexes.get(WORKLOADS, {}).get(key, ())))
+    return Snapshot(training, children, gone, listing.of(WORKLOADS, key))
 
 
 def owned(listed: Mapping[str, list[Obj]], uid: str) -> dict[str, list[Obj]]:

@@ -1,18 +1,25 @@
-"""The one registry of the kinds of object a DistributedTraining owns: what the API layer reads and writes, what
-the cache watches and what the planner receives (`plan.Children` has one field per entry, in this order)."""
+"""The one registry of the kinds of object a DistributedTraining owns: what `kubetrain render` shows, what the chart's
+RBAC must allow, what the API layer writes, what the cache watches and keeps (`keep`), and what the planner
+receives (`plan.Children` has one field per watched entry, in this order)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+
+from kubetrain.projection import METADATA, Shape
+
+CONDITIONS: Shape = {"type": True, "status": True, "reason": True, "message": True, "lastTransitionTime": True}
+CONTAINER_STATES: Shape = {"name": True, "state": True}
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class ChildKind:
     field: str  # plan.Children attribute and cache index name
     api_version: str
     kind: str
     plural: str
-    drop: tuple[str, ...] = ()  # top-level keys the cache does not keep (nothing the planner reads)
+    keep: Shape = dataclasses.field(default_factory=dict)  # what the cache keeps beside metadata: what passes read
+    watched: bool = True  # False: created and read back on conflict, never listed (a gang's PodGroup)
 
     @property
     def group(self) -> str:
@@ -22,16 +29,35 @@ class ChildKind:
     def version(self) -> str:
         return self.api_version.rpartition("/")[2]
 
+    @property
+    def shape(self) -> Shape:
+        """The projection the cache stores: metadata, then `keep`."""
+        return {"apiVersion": True, "kind": True, "metadata": METADATA, **self.keep}
+
+
+POD = ChildKind("pods", "v1", "Pod", "pods", keep={
+    "spec": {"nodeName": True, "schedulingGates": True},
+    "status": {"phase": True, "reason": True, "message": True, "startTime": True, "conditions": CONDITIONS,
+               "containerStatuses": CONTAINER_STATES, "initContainerStatuses": CONTAINER_STATES},
+})
+COSCHEDULING_POD_GROUP = ChildKind("coschedulingpodgroups", "scheduling.x-k8s.io/v1alpha1", "PodGroup", "podgroups",
+                                   watched=False)  # fmt: skip
+VOLCANO_POD_GROUP = ChildKind("volcanopodgroups", "scheduling.volcano.sh/v1beta1", "PodGroup", "podgroups",
+                              watched=False)  # fmt: skip
 
 CHILD_KINDS: tuple[ChildKind, ...] = (
-    ChildKind("pods", "v1", "Pod", "pods"),
-    ChildKind("jobs", "batch/v1", "Job", "jobs"),
-    ChildKind("services", "v1", "Service", "services"),
-    ChildKind("configmaps", "v1", "ConfigMap", "configmaps"),
+    POD,
+    ChildKind("jobs", "batch/v1", "Job", "jobs", keep={"status": {"conditions": CONDITIONS}}),
+    ChildKind("services", "v1", "Service", "services", keep={"spec": True}),  # drift is checked on spec
+    ChildKind("configmaps", "v1", "ConfigMap", "configmaps", keep={"data": True}),
     # The key pair stays in the API server: the planner only needs to know the Secret exists.
-    ChildKind("secrets", "v1", "Secret", "secrets", drop=("data", "stringData")),
+    ChildKind("secrets", "v1", "Secret", "secrets"),
     ChildKind("serviceaccounts", "v1", "ServiceAccount", "serviceaccounts"),
-    ChildKind("roles", "rbac.authorization.k8s.io/v1", "Role", "roles"),
-    ChildKind("rolebindings", "rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings"),
+    ChildKind("roles", "rbac.authorization.k8s.io/v1", "Role", "roles", keep={"rules": True}),
+    ChildKind("rolebindings", "rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings",
+              keep={"subjects": True, "roleRef": True}),  # fmt: skip
+    COSCHEDULING_POD_GROUP,
+    VOLCANO_POD_GROUP,
 )
+WATCHED_KINDS: tuple[ChildKind, ...] = tuple(child for child in CHILD_KINDS if child.watched)
 BY_KIND = {(child.api_version, child.kind): child for child in CHILD_KINDS}

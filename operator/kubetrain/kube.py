@@ -41,13 +41,16 @@ class ChildRefused(RuntimeError):
         self.refusal = refusal
 
 
-def load_api_client() -> client.ApiClient:
-    """In-cluster service account when running in a pod, else $KUBECONFIG / ~/.kube/config."""
+def load_api_client(connections: int = 10) -> client.ApiClient:
+    """In-cluster service account when running in a pod, else $KUBECONFIG / ~/.kube/config; up to `connections` kept
+    open to the API server (requests beyond them open and close one each time)."""
+    configuration = client.Configuration()
     try:
-        config.load_incluster_config()
+        config.load_incluster_config(client_configuration=configuration)
     except config.ConfigException:
-        config.load_kube_config()
-    return client.ApiClient()
+        config.load_kube_config(client_configuration=configuration)
+    configuration.connection_pool_maxsize = connections
+    return client.ApiClient(configuration)
 
 
 class Kube:

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 
 from kubetrain import reasons
-from kubetrain.manifests.gang import COSCHEDULING_API, VOLCANO_API
+from kubetrain.children import COSCHEDULING_POD_GROUP, VOLCANO_POD_GROUP
 
 
 @dataclass(frozen=True)
@@ -69,9 +69,10 @@ _POD_FIELDS = (
 _OBJECT_FIELD = re.compile(r"((?:metadata|spec)(?:\.\w+|\[[^\]]*\])*): ")
 # The kinds only some clusters serve, and the spec field that asks for them.
 _OPTIONAL_KINDS = {
-    (COSCHEDULING_API, "PodGroup"): ("spec.scheduling.gang.scheduler",
-                                     "Coscheduling needs scheduler-plugins (its PodGroup CRD and scheduler)"),
-    (VOLCANO_API, "PodGroup"): ("spec.scheduling.gang.scheduler", "Volcano needs Volcano (its CRDs and scheduler)"),
+    (COSCHEDULING_POD_GROUP.api_version, COSCHEDULING_POD_GROUP.kind): (
+        "spec.scheduling.gang.scheduler", "Coscheduling needs scheduler-plugins (its PodGroup CRD and scheduler)"),
+    (VOLCANO_POD_GROUP.api_version, VOLCANO_POD_GROUP.kind): (
+        "spec.scheduling.gang.scheduler", "Volcano needs Volcano (its CRDs and scheduler)"),
 }
 
 

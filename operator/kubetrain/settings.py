@@ -19,7 +19,7 @@ class Settings:
     # KUBETRAIN_METRICS_PORT: port of the Prometheus /metrics endpoint (0 disables it).
     metrics_port: int = 0
     # KUBETRAIN_LEASE_NAMESPACE / KUBETRAIN_LEASE_NAME: the Lease that elects the one replica that syncs jobs;
-    # unset: no election, this process always syncs (one replica, or `kopf run` on a laptop).
+    # unset: no election, this process always syncs (one replica, or the operator run on a laptop).
     lease_namespace: str = ""
     lease_name: str = ""
     # KUBETRAIN_POD_NAME / KUBETRAIN_POD_UID: this replica's own Pod (downward API). The Lease it holds names that
@@ -28,6 +28,8 @@ class Settings:
     pod_uid: str = ""
     # KUBETRAIN_ENTRYPOINTS_IMAGE: the image every job pod's init container copies the entrypoints from.
     entrypoints_image: str = ENTRYPOINTS_IMAGE
+    # KUBETRAIN_NAMESPACES: the namespaces whose jobs this operator runs, comma-separated; unset: all of them.
+    namespaces: tuple[str, ...] = ()
     # KUBETRAIN_KUEUE=true: watch Kueue's Workloads, so a job waiting for quota says what Kueue says (the chart's
     # kueue.enabled, which also grants reading them). Jobs with Kueue's label are queued either way.
     kueue: bool = False
@@ -45,5 +47,6 @@ def from_environment(environ: dict[str, str] | None = None) -> Settings:
         pod_name=env.get("KUBETRAIN_POD_NAME", ""),
         pod_uid=env.get("KUBETRAIN_POD_UID", ""),
         entrypoints_image=env.get("KUBETRAIN_ENTRYPOINTS_IMAGE") or ENTRYPOINTS_IMAGE,
+        namespaces=tuple(name.strip() for name in env.get("KUBETRAIN_NAMESPACES", "").split(",") if name.strip()),
         kueue=env.get("KUBETRAIN_KUEUE", "").lower() == "true",
     )

@@ -34,8 +34,8 @@ from kubetrain.plan import (
     phase,
     status_changed,
 )
-from kubetrain.queue import RetryLater
 from kubetrain.refusals import Refusal, sync_failed
+from kubetrain.runtime.queue import RetryLater
 
 log = logging.getLogger(__name__)
 CONFLICT_REQUEUE_SECONDS = 30.0
@@ -108,7 +108,7 @@ class Writer:
     def create(self, obj: dict[str, Any], owner_uid: str) -> None:
         created = self.kube.create(obj, owner_uid)
         kind = BY_KIND.get((obj["apiVersion"], obj["kind"]))
-        if kind is not None:  # a gang's PodGroup is not watched: it is created with each attempt's workers
+        if kind is not None and kind.watched:  # a gang's PodGroup is not: it is created with each attempt's workers
             self.written.remember(kind.field, created)
 
     def status(self, old: dict[str, Any], new: dict[str, Any]) -> None:

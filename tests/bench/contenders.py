@@ -69,9 +69,10 @@ class Contender:
     missing: str = ""  # why it cannot run here, if it cannot
 
 
-def kubetrain() -> Contender:
+def kubetrain(wrap: Callable[[list[str]], list[str]] | None = None) -> Contender:
+    """The operator as shipped; `wrap` runs it under something (a memory cgroup)."""
     return Contender("kubetrain", KUBETRAIN, ("kubetrain.dev", "v1alpha1", "distributedtrainings"), training,
-                     lambda plane, kubeconfig, ns, log: OperatorRun(plane, kubeconfig, ns, log))
+                     lambda plane, kubeconfig, ns, log: OperatorRun(plane, kubeconfig, ns, log, wrap))
 
 
 def peer(tuned: bool) -> Contender:

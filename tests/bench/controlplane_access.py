@@ -12,6 +12,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -21,12 +22,12 @@ if str(CONTROLPLANE_TESTS) not in sys.path:  # cluster.py and operator_harness.p
     sys.path.insert(0, str(CONTROLPLANE_TESTS))
 
 from cluster import ControlPlane, binary_dir, free_port, wait_until  # noqa: E402
-from operator_harness import CRD, REPO, training  # noqa: E402
+from operator_harness import CRD, REPO, operator_command, training  # noqa: E402
 
 from .prometheus import Sample, parse  # noqa: E402
 
-__all__ = ["ControlPlane", "binary_dir", "free_port", "install_crd", "training", "wait_until", "OPERATOR_FLOW_SCHEMA",
-           "operator_kubeconfig", "OperatorRun", "scrape_apiserver", "scrape_url"]
+__all__ = ["REPO", "ControlPlane", "binary_dir", "free_port", "install_crd", "training", "wait_until",
+           "OPERATOR_FLOW_SCHEMA", "operator_kubeconfig", "OperatorRun", "scrape_apiserver", "scrape_url"]
 
 OPERATOR_NAMESPACE = "kubetrain-bench"
 OPERATOR_ACCOUNT = "kubetrain-operator"
@@ -79,19 +80,21 @@ def scrape_url(url: str) -> list[Sample]:
 
 
 class OperatorRun:
-    """`kopf run --standalone -m kubetrain.reconcile --namespace NS` as the operator's ServiceAccount, with its
+    """The operator for one namespace (operator_harness.operator_command) as the operator's ServiceAccount, with its
     Prometheus metrics on a free port."""
 
-    def __init__(self, plane: ControlPlane, kubeconfig: Path, namespace: str, log: Path) -> None:
+    def __init__(self, plane: ControlPlane, kubeconfig: Path, namespace: str, log: Path,
+                 wrap: Callable[[list[str]], list[str]] | None = None) -> None:  # fmt: skip
+        """`wrap`: runs the command under something (a memory cgroup) that then execs it, keeping its pid."""
         port = free_port()
         self.metrics_url = f"http://127.0.0.1:{port}/metrics"
+        command, scope = operator_command(namespace)
         env = {**plane.env(), "KUBECONFIG": str(kubeconfig), "KUBETRAIN_METRICS_PORT": str(port),
-               "PYTHONUNBUFFERED": "1"}
+               "PYTHONUNBUFFERED": "1", **scope}
         self.log = log
         with log.open("ab") as output:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "kopf", "run", "--standalone", "--namespace", namespace,
-                 "-m", "kubetrain.reconcile"], stdout=output, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+            self.process = subprocess.Popen(wrap(command) if wrap else command, stdout=output,
+                                            stderr=subprocess.STDOUT, env=env, cwd=REPO)  # fmt: skip
 
     def wait_serving(self, timeout: float = 120.0) -> None:
         """Until /metrics answers, i.e. the operator's startup handler has run."""

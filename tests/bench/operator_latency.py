@@ -18,13 +18,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-import kopf
+import yaml
 from kubernetes import client, config
+from kubernetes.utils.quantity import parse_quantity
 
 from . import floor, mpi_operator, prometheus
-from .contenders import Contender, Run, all_contenders, process_usage
+from .cgroup import MemoryCgroup
+from .contenders import Contender, Run, all_contenders, kubetrain, process_usage
 from .controlplane_access import (
     OPERATOR_FLOW_SCHEMA,
+    REPO,
     ControlPlane,
     OperatorRun,
     install_crd,
@@ -38,6 +41,7 @@ from .report import Row
 from .stats import percentile
 
 SECTION = "1 operator"
+MIB = 2**20
 SLO_SECONDS = 1.0  # Kubernetes' API call latency SLO: 1 s p99 for mutating calls on single objects
 SETTLE_SECONDS = 2.0
 IDLE_SECONDS = 5.0
@@ -55,6 +59,12 @@ class RoundResult:
     syncs_per_job: float | None  # kubetrain's own reconcile metrics; None for the peer
     mean_sync_seconds: float | None
     children: list[floor.Template]  # the warm-up job's first children, as this contender created them
+
+
+def chart_memory_limit() -> float:
+    """The operator container's memory limit in the chart's default values, in bytes."""
+    values = yaml.safe_load((REPO / "charts" / "kubetrain" / "values.yaml").read_text())
+    return float(parse_quantity(values["resources"]["limits"]["memory"]))
 
 
 def _api_factory(kubeconfig: Path):  # noqa: ANN202 - returns a client factory
@@ -202,6 +212,29 @@ class OperatorBench:
                            mean_sync_seconds=(sync_seconds / syncs if syncs else 0.0) if kubetrain else None,
                            children=children)
 
+    def limited_round(self, jobs: int) -> Row:
+        """kubetrain with `jobs` created at once, in a memory cgroup at the chart's default limit, as a pod would
+        run it: it must stay up and give every job its launcher."""
+        limit = chart_memory_limit()
+        cgroup = MemoryCgroup(int(limit))
+        name = (f"kubetrain under the chart's default memory limit ({limit / MIB:.0f} MiB, a memory cgroup): "
+                f"{jobs} jobs at once")
+        try:
+            result: RoundResult | None = self.round(kubetrain(wrap=cgroup.wrap), jobs, 1)
+            failure = ""
+        except RuntimeError as error:  # the operator exited (OOM-killed) or never launched every job
+            result, failure = None, str(error).splitlines()[0]
+        peak, kills = cgroup.peak_bytes() / MIB, cgroup.oom_kills()
+        cgroup.remove()
+        meets = result is not None and kills == 0
+        p99 = f"; create -> all children p99 {percentile([lat.to_children for lat in result.latencies], 99):.1f} s" \
+            if result is not None else ""
+        return Row(SECTION, name, peak, "MiB", target="stays up, every job launched, headroom >= 30%",
+                   meets=meets and peak * 1.3 <= limit / MIB,
+                   detail=f"cgroup peak {peak:.0f} MiB of {limit / MIB:.0f} MiB ({100 * (1 - peak * MIB / limit):.0f}% "
+                          f"headroom); OOM kills {kills}{p99}{'; ' + failure if failure else ''}",
+                   extra={"limit_mib": limit / MIB, "oom_kills": kills, "jobs": jobs})
+
     def floor(self, contender: Contender, children: list[floor.Template], jobs: int) -> list[float]:
         """create -> all children per job with no operator: `children` replayed for `jobs` jobs at once."""
         namespace = self._namespace(jobs)
@@ -217,7 +250,6 @@ def rows(result: RoundResult) -> list[Row]:
     children = [latency.to_children for latency in result.latencies]
     launcher = [latency.to_launcher for latency in result.latencies]
     ready = [latency.ready_to_launcher for latency in result.latencies]
-    window = kopf.OperatorSettings().batching.batch_window
     who, size = result.contender, f"{result.jobs} {'job' if result.jobs == 1 else 'jobs'}"
     p99_children = percentile(children, 99)
     ours = result.syncs_per_job is not None
@@ -228,8 +260,7 @@ def rows(result: RoundResult) -> list[Row]:
             target=f"< {SLO_SECONDS:g} s" if ours and result.jobs <= 10 else "",
             meets=p99_children < SLO_SECONDS if ours and result.jobs <= 10 else None,
             detail=f"p50 {percentile(children, 50):.3f} s over {len(children)} jobs, "
-                   f"{result.latencies[0].children} children each"
-                   + (f"; kopf batch window {window:g} s" if ours else ""),
+                   f"{result.latencies[0].children} children each",
             extra={"p50": percentile(children, 50), "samples": children}),
         Row(SECTION, f"{who}: create -> launcher Job, workers Ready in kwok, {size} (p99)",
             percentile(launcher, 99), "s",
@@ -287,7 +318,13 @@ def floor_rows(ours: RoundResult, peer: RoundResult, ours_floor: list[float], pe
     return found
 
 
-def measure(workdir: Path, job_counts: list[int], repeats_for_one: int, nodes: int, gpus_per_node: int) -> list[Row]:
+SHIPPED_PEER_MAX_JOBS = 500  # at 500 jobs the shipped peer took 10 minutes to its p99; 2,000 would take hours here
+
+
+def measure(workdir: Path, job_counts: list[int], repeats_for_one: int, nodes: int, gpus_per_node: int,
+            limit_jobs: int = 0) -> list[Row]:  # fmt: skip
+    """Every contender at every size (the shipped peer up to SHIPPED_PEER_MAX_JOBS), the memory per 100 jobs, and
+    kubetrain at `limit_jobs` under the chart's default memory limit (skipped at 0)."""
     bench = OperatorBench(workdir, nodes, gpus_per_node)
     try:
         found: list[Row] = []
@@ -296,19 +333,45 @@ def measure(workdir: Path, job_counts: list[int], repeats_for_one: int, nodes: i
             if contender.missing:
                 found.append(Row(SECTION, f"{contender.name}: not measured", float("nan"), "",
                                  detail=contender.missing))
+        peak_rss: dict[str, dict[int, float]] = {}
         for jobs in job_counts:
-            results = {c.name: bench.round(c, jobs, repeats_for_one if jobs == 1 else 1)
-                       for c in contenders if not c.missing}  # fmt: skip
+            runs = [c for c in contenders
+                    if not c.missing and (c is not contenders[1] or jobs <= SHIPPED_PEER_MAX_JOBS)]  # fmt: skip
+            if not contenders[1].missing and contenders[1] not in runs:
+                found.append(Row(SECTION, f"{contenders[1].name}: not measured at {jobs} jobs", float("nan"), "",
+                                 detail=f"its p99 at 500 jobs was about 10 minutes; {jobs} would take hours here"))
+            results = {c.name: bench.round(c, jobs, repeats_for_one if jobs == 1 else 1) for c in runs}
             for result in results.values():
                 found += rows(result)
+                peak_rss.setdefault(result.contender, {})[jobs] = result.peak_rss_mib
             ours = results[contenders[0].name]
             for peer, tuned in ((contenders[1], False), (contenders[2], True)):
                 if peer.name in results:
                     found += ratio_rows(ours, results[peer.name], tuned)
             tuned_peer = results.get(contenders[2].name)
-            if jobs > 1 and tuned_peer is not None:
+            if 1 < jobs <= SHIPPED_PEER_MAX_JOBS and tuned_peer is not None:
                 found += floor_rows(ours, tuned_peer, bench.floor(contenders[0], ours.children, jobs),
                                     bench.floor(contenders[2], tuned_peer.children, jobs))
+        found += slope_rows(peak_rss)
+        if limit_jobs:
+            found.append(bench.limited_round(limit_jobs))
         return found
     finally:
         bench.stop()
+
+
+def slope_rows(peak_rss: dict[str, dict[int, float]]) -> list[Row]:
+    """Peak RSS added per 100 jobs, from the round of 50 jobs (the smallest where there is none) to the largest."""
+    found = []
+    for who, peaks in peak_rss.items():
+        sizes = sorted(peaks)
+        if len(sizes) < 2:
+            continue
+        low, high = next((size for size in sizes if size >= 50), sizes[0]), sizes[-1]
+        if low == high:
+            continue
+        per_100 = 100 * (peaks[high] - peaks[low]) / (high - low)
+        found.append(Row(SECTION, f"{who}: peak RSS per 100 jobs, {low} -> {high} jobs", per_100, "MiB",
+                         detail=f"{peaks[low]:.0f} MiB at {low} jobs, {peaks[high]:.0f} MiB at {high}",
+                         extra={"peak_rss_mib": {str(size): peaks[size] for size in sizes}}))
+    return found

@@ -43,6 +43,7 @@ class Sizes:
     operator_jobs: tuple[int, ...]
     operator_single_repeats: int
     operator_nodes: int
+    operator_limit_jobs: int  # kubetrain's jobs at once under the chart's default memory limit
     horovod_rounds: int
     horovod_steps: int
     horovod_windows: int
@@ -68,21 +69,22 @@ class Sizes:
 
 
 SIZES = {
-    "small": Sizes(operator_jobs=(1, 5), operator_single_repeats=2, operator_nodes=2,
+    "small": Sizes(operator_jobs=(1, 5), operator_single_repeats=2, operator_nodes=2, operator_limit_jobs=5,
                    horovod_rounds=1, horovod_steps=24, horovod_windows=3, horovod_warmup=5,
                    fusion_settings=(FusionSetting(64 * MIB, 1.0),),
                    feed_rows=4096, feed_steps=20, feed_repeats=2, read_rows=12_000, read_repeats=2,
                    memory_rows=8192, alone_rows=4096, alone_batches=40, alone_repeats=2,
                    callback_steps_per_epoch=5, callback_epochs=2, callback_repeats=1,
                    elastic_rows=4800, elastic_epochs=2, elastic_kill_fraction=0.9, elastic_rounds=1),
-    "medium": Sizes(operator_jobs=(1, 5), operator_single_repeats=2, operator_nodes=2,
+    "medium": Sizes(operator_jobs=(1, 5), operator_single_repeats=2, operator_nodes=2, operator_limit_jobs=5,
                     horovod_rounds=2, horovod_steps=40, horovod_windows=4, horovod_warmup=8,
                     fusion_settings=(FusionSetting(64 * MIB, 1.0), FusionSetting(64 * MIB, 20.0)),
                     feed_rows=16_384, feed_steps=30, feed_repeats=3, read_rows=50_000, read_repeats=2,
                     memory_rows=20_000, alone_rows=50_000, alone_batches=800, alone_repeats=3,
                     callback_steps_per_epoch=45, callback_epochs=4, callback_repeats=2,
                     elastic_rows=6400, elastic_epochs=3, elastic_kill_fraction=0.75, elastic_rounds=2),
-    "full": Sizes(operator_jobs=(1, 10, 50, 500), operator_single_repeats=5, operator_nodes=16,
+    "full": Sizes(operator_jobs=(1, 10, 50, 500, 2000), operator_single_repeats=5, operator_nodes=16,
+                  operator_limit_jobs=1000,
                   horovod_rounds=3, horovod_steps=60, horovod_windows=6, horovod_warmup=10,
                   fusion_settings=(FusionSetting(64 * MIB, 1.0), FusionSetting(64 * MIB, 5.0),
                                    FusionSetting(64 * MIB, 20.0), FusionSetting(1 * MIB, 1.0)),
@@ -164,7 +166,8 @@ def run_benchmarks(selected: Sequence[str], sizes: Sizes, workdir: Path,
         from . import operator_latency  # needs the control plane's Python dependencies only when selected
 
         return operator_latency.measure(workdir / "operator", list(sizes.operator_jobs),
-                                        sizes.operator_single_repeats, sizes.operator_nodes, sizes.gpus_per_node)
+                                        sizes.operator_single_repeats, sizes.operator_nodes, sizes.gpus_per_node,
+                                        sizes.operator_limit_jobs)
 
     steps: dict[str, Callable[[], list[Row]]] = {
         "horovod": horovod, "peak": peak, "input": input_rows,

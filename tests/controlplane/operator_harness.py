@@ -21,6 +21,12 @@ CRD = REPO / "charts" / "kubetrain" / "crds" / "distributedtrainings.kubetrain.d
 JOB_LABEL = "kubetrain.dev/job-name"
 
 
+def operator_command(namespace: str, python: str = sys.executable) -> tuple[list[str], dict[str, str]]:
+    """The operator as the chart runs it, for one namespace: its command line and the environment it adds."""
+    return ([python, "-m", "kopf", "run", "--standalone", "--all-namespaces", "-m", "kubetrain.reconcile"],
+            {"KUBETRAIN_NAMESPACES": namespace})
+
+
 def install_crd(plane: ControlPlane) -> None:
     """Apply the chart's CRD and wait until the API server serves it."""
     plane.kubectl("apply", f"--filename={CRD}")
@@ -36,7 +42,7 @@ def install_crd(plane: ControlPlane) -> None:
 
 
 class OperatorProcess:
-    """`kopf run -m kubetrain.reconcile` as a child process, watching one namespace."""
+    """The operator (`operator_command`) as a child process, watching one namespace."""
 
     def __init__(self, plane: ControlPlane, namespace: str, log_path: Path, env: dict[str, str] | None = None) -> None:
         self.plane = plane
@@ -47,9 +53,8 @@ class OperatorProcess:
         self.starts = 0
 
     def start(self) -> OperatorProcess:
-        command = [sys.executable, "-m", "kopf", "run", "--standalone", "--namespace", self.namespace,
-                   "-m", "kubetrain.reconcile"]
-        env = {**self.plane.env(), "PYTHONUNBUFFERED": "1", **self.env}
+        command, scope = operator_command(self.namespace)
+        env = {**self.plane.env(), "PYTHONUNBUFFERED": "1", **scope, **self.env}
         log = self.log_path.open("ab")
         log.write(f"--- operator start {self.starts + 1} ---\n".encode())
         self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)

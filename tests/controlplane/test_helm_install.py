@@ -219,7 +219,8 @@ def test_namespaced_install_runs_jobs_with_only_the_listed_namespaces_rights(
     team = make_namespace(control_plane, other_namespaces, "team")
     other = make_namespace(control_plane, other_namespaces, "other")
     deployment, pod = install(control_plane, "kubetrain", namespace, f"--set=watch.namespaces={{{team}}}")
-    assert f"--namespace={team}" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    env = {item["name"]: item.get("value") for item in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["KUBETRAIN_NAMESPACES"] == team
     assert control_plane.get("role", "kubetrain", team)["rules"]
     assert control_plane.get("rolebinding", "kubetrain", team)["subjects"][0]["namespace"] == namespace
     assert control_plane.get("service", "kubetrain-metrics", namespace)["spec"]["ports"][0]["port"] == 9090

@@ -23,7 +23,7 @@ from documented import (
     prose_quote_present,
 )
 
-from kubetrain.children import CHILD_KINDS
+from kubetrain.children import WATCHED_KINDS
 from kubetrain.cli import main
 from kubetrain.local import load_job
 
@@ -96,7 +96,7 @@ def test_render_prints_every_child_the_operator_creates(example: Example, tmp_pa
     code, out, err = kubetrain(capsys, "render", str(path))
     assert code == 0 and not err, f"kubetrain render {example.source} exited {code}: {err}"
     objects = [doc for doc in yaml.safe_load_all(out) if doc]
-    expected = Counter({child.kind: 1 for child in CHILD_KINDS})
+    expected = Counter({child.kind: 1 for child in WATCHED_KINDS})
     expected["Pod"] = job.spec.workers
     if example.gang:
         expected["PodGroup"] = 1  # README: with scheduling.gang the operator creates the job's PodGroup

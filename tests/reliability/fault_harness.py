@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from cluster import ControlPlane, Process, _spawn, free_port, wait_until
-from operator_harness import JOB_LABEL, REPO, OperatorProcess, operator_log_dir
+from operator_harness import JOB_LABEL, REPO, OperatorProcess, operator_command, operator_log_dir
 
 ROLE_LABEL = "kubetrain.dev/role"
 ATTEMPT_LABEL = "kubetrain.dev/attempt"
@@ -51,9 +51,8 @@ class MeteredOperator(OperatorProcess):
         self.metrics_port = free_port()
 
     def start(self) -> MeteredOperator:
-        command = [python(), "-m", "kopf", "run", "--standalone", "--namespace", self.namespace,
-                   "-m", "kubetrain.reconcile"]
-        env = {**self.plane.env(), "PYTHONUNBUFFERED": "1", "KUBETRAIN_METRICS_PORT": str(self.metrics_port)}
+        command, scope = operator_command(self.namespace, python())
+        env = {**self.plane.env(), "PYTHONUNBUFFERED": "1", **scope, "KUBETRAIN_METRICS_PORT": str(self.metrics_port)}
         log = self.log_path.open("ab")
         log.write(f"--- operator start {self.starts + 1} ---\n".encode())
         self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)

@@ -11,16 +11,16 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import kopf
 import pytest
 import yaml
 from kubernetes.utils.quantity import parse_quantity
 
-import kubetrain.reconcile  # noqa: F401 - registers the kopf handlers whose watches the RBAC must allow
 from kubetrain.api import parse_job
 from kubetrain.children import CHILD_KINDS
 from kubetrain.contract import GROUP, PLURAL
+from kubetrain.controller import watched
 from kubetrain.manifests.rbac import build_role
+from kubetrain.settings import from_environment
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "kubetrain"
@@ -116,9 +116,7 @@ def test_default_install_watches_every_namespace_through_a_cluster_role() -> Non
 
 def test_listed_namespaces_get_a_role_each_and_no_cluster_wide_rights() -> None:
     docs = render(*NAMESPACED)
-    args = container(docs)["args"]
-    assert [a for a in args if a.startswith("--namespace")] == ["--namespace=team-a", "--namespace=team-b"]
-    assert "--all-namespaces" not in args
+    assert operator_settings(docs).namespaces == ("team-a", "team-b")
     assert not of_kind(docs, "ClusterRole") and not of_kind(docs, "ClusterRoleBinding")
     roles = [r for r in of_kind(docs, "Role") if not is_leader_rbac(r)]
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
@@ -145,18 +143,28 @@ def test_an_existing_service_account_is_used_when_the_chart_does_not_create_one(
 # RBAC covers what the operator's code does (the control-plane test proves it against a real API server)
 
 
-@pytest.mark.parametrize("values", [(), NAMESPACED], ids=["cluster-wide", "namespaced"])
+def operator_settings(docs: list[dict[str, Any]]):  # noqa: ANN201 - kubetrain.settings.Settings
+    """The settings the operator reads from the environment the chart gives its container."""
+    return from_environment({item["name"]: item["value"] for item in container(docs)["env"] if "value" in item})
+
+
+@pytest.mark.parametrize("values", [(), NAMESPACED, ("--set", "kueue.enabled=true")],
+                         ids=["cluster-wide", "namespaced", "kueue"])  # fmt: skip
 def test_rules_allow_every_watch_and_every_child_the_operator_manages(values: tuple[str, ...]) -> None:
     docs = render(*values)
-    for role in of_kind(docs, "ClusterRole") + [r for r in of_kind(docs, "Role") if not is_leader_rbac(r)]:
+    watches = watched(operator_settings(docs))
+    roles = {(role["kind"], role["metadata"].get("namespace")): role for role in docs
+             if role["kind"] in ("ClusterRole", "Role") and not is_leader_rbac(role)}  # fmt: skip
+    for _, resource in watches:  # what the operator lists and watches, where, is what it may list and watch there
+        role = roles[("Role", resource.namespace)] if resource.namespace else roles[("ClusterRole", None)]
+        group = resource.api_version.rpartition("/")[0]
+        for verb in ("list", "watch"):
+            assert allowed(role["rules"], group, resource.plural, verb), (resource, verb)
+    assert {namespace for (_, namespace) in roles} == {resource.namespace for _, resource in watches}
+    for role in roles.values():
         rules = role["rules"]
-        for handler in kopf.get_default_registry()._watching.get_all_handlers():
-            selector = handler.selector
-            assert selector is not None
-            for verb in ("list", "watch"):
-                assert allowed(rules, selector.group or "", selector.any_name or "", verb), (selector, verb)
-        for child in CHILD_KINDS:  # the cache watches every child kind; a pass only writes
-            for verb in ("get", "list", "watch", "create"):
+        for child in CHILD_KINDS:  # the cache watches every watched kind; a pass creates, and reads back on conflict
+            for verb in ("get", "create", *(("list", "watch") if child.watched else ())):
                 assert allowed(rules, child.group, child.plural, verb), (child.plural, verb)
         for group, plural in (("", "pods"), ("batch", "jobs"), (GROUP, PLURAL)):
             assert allowed(rules, group, plural, "delete"), plural
@@ -224,6 +232,7 @@ def test_the_default_memory_limit_holds_1000_jobs_with_30_percent_headroom_by_th
 
 
 def test_probes_call_the_health_endpoint_kopf_is_told_to_serve() -> None:
+    """kopf hosts the operator process: its command line, logging and /healthz."""
     main = container(render("--set", "operator.healthPort=8181"))
     assert "--liveness=http://0.0.0.0:8181/healthz" in main["args"]
     ports = {port["name"]: port["containerPort"] for port in main["ports"]}
@@ -236,6 +245,7 @@ def test_operator_command_and_settings_reach_the_container() -> None:
     main = container(render("--set", "operator.syncThreads=4", "--set", "operator.errorRetrySeconds=2.5",
                             "--set", "operator.verbosity=debug", "--set", "operator.logFormat=plain"))
     assert main["command"] == ["kopf", "run", "--standalone", "-m", "kubetrain.reconcile"]
+    assert "--all-namespaces" in main["args"]  # kopf watches nothing itself; KUBETRAIN_NAMESPACES says what to watch
     env = {item["name"]: item.get("value") for item in main["env"]}
     assert env["KUBETRAIN_SYNC_THREADS"] == "4" and env["KUBETRAIN_ERROR_RETRY_SECONDS"] == "2.5"
     assert "--debug" in main["args"] and "--log-format=plain" in main["args"]

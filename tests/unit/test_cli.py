@@ -243,8 +243,12 @@ def test_render_shows_one_object_of_every_registered_child_kind_and_nothing_else
     from kubetrain.cli import PLACEHOLDER_KEYS, child_objects
 
     body = yaml.safe_load((Path(__file__).parents[2] / "jobs" / "cifar_mixup" / "job.yaml").read_text())
-    job = parse_job({**body, "metadata": {"name": "cifar", "namespace": "ns", "uid": "u"}})
-    assert {(obj["apiVersion"], obj["kind"]) for obj in child_objects(job, PLACEHOLDER_KEYS)} == set(BY_KIND)
+    shown = set()
+    for scheduling in ({}, {"gang": {"scheduler": "Coscheduling"}}, {"gang": {"scheduler": "Volcano"}}):
+        job = parse_job({**body, "metadata": {"name": "cifar", "namespace": "ns", "uid": "u"},
+                         "spec": {**body["spec"], "scheduling": scheduling}})  # fmt: skip
+        shown |= {(obj["apiVersion"], obj["kind"]) for obj in child_objects(job, PLACEHOLDER_KEYS)}
+    assert shown == set(BY_KIND)
 
 
 @pytest.mark.parametrize(("scheduler", "api_version", "member"), [

@@ -55,15 +55,10 @@ app.kubernetes.io/part-of: kubetrain
 {{- printf "%s:%s" .Values.entrypoints.image.repository (default .Chart.AppVersion .Values.entrypoints.image.tag) }}
 {{- end }}
 
-{{/* kopf's arguments: the namespaces to watch, the health endpoint, logging. */}}
+{{/* kopf's arguments: the health endpoint and logging. kopf hosts the process and watches nothing itself (hence
+     --all-namespaces, which asks it for nothing); the namespaces the operator watches are KUBETRAIN_NAMESPACES. */}}
 {{- define "kubetrain.operatorArgs" -}}
-{{- if .Values.watch.namespaces }}
-{{- range .Values.watch.namespaces }}
-- --namespace={{ . }}
-{{- end }}
-{{- else }}
 - --all-namespaces
-{{- end }}
 - --liveness=http://0.0.0.0:{{ .Values.operator.healthPort }}/healthz
 - --log-format={{ .Values.operator.logFormat }}
 {{- if ne .Values.operator.verbosity "normal" }}
@@ -72,9 +67,10 @@ app.kubernetes.io/part-of: kubetrain
 {{- end }}
 
 {{/* The operator's rules, the same for a ClusterRole (all namespaces) and for a Role per watched namespace.
-     Each rule is what operator/kubetrain/kube.py and kopf do; see the comments. */}}
+     Each rule is what the operator does (operator/kubetrain/controller.py watches, kube.py writes); see the comments.
+     */}}
 {{- define "kubetrain.rules" -}}
-# DistributedTrainings: kopf lists and watches them; each reconcile gets one; ttlSecondsAfterFinished deletes it.
+# DistributedTrainings: the operator lists and watches them; ttlSecondsAfterFinished deletes one.
 - apiGroups: [kubetrain.dev]
   resources: [distributedtrainings]
   verbs: [get, list, watch, delete]
@@ -83,9 +79,9 @@ app.kubernetes.io/part-of: kubetrain
 - apiGroups: [kubetrain.dev]
   resources: [distributedtrainings/status]
   verbs: [get, patch]
-# Every child kind is watched: the operator's cache is fed by these watches and a reconcile pass reads only the
-# cache (list: the watch's first listing). Worker pods and launcher Jobs are created, and deleted on restart and
-# cleanup; get reads an existing object on a create conflict to check who owns it.
+# Every child kind but the PodGroup is watched: the operator's cache is fed by these watches and a reconcile pass
+# reads only the cache (list: the watch's first listing). Worker pods and launcher Jobs are created, and deleted on
+# restart and cleanup; get reads an existing object on a create conflict to check who owns it.
 - apiGroups: [""]
   resources: [pods]
   verbs: [get, list, watch, create, delete]
@@ -109,7 +105,7 @@ app.kubernetes.io/part-of: kubetrain
 - apiGroups: [scheduling.x-k8s.io, scheduling.volcano.sh]
   resources: [podgroups]
   verbs: [get, create]
-# Events on DistributedTrainings (the operator's and kopf's).
+# Events on DistributedTrainings.
 - apiGroups: [""]
   resources: [events]
   verbs: [create]

@@ -14,12 +14,11 @@ from typing import Any
 from kubernetes.utils.quantity import parse_quantity
 
 from kubetrain.api import Gang, Job
+from kubetrain.children import COSCHEDULING_POD_GROUP, VOLCANO_POD_GROUP
 from kubetrain.contract import ROLE_WORKER, pod_group_name
 from kubetrain.manifests.names import metadata
 
-COSCHEDULING_API = "scheduling.x-k8s.io/v1alpha1"
 COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
-VOLCANO_API = "scheduling.volcano.sh/v1beta1"
 VOLCANO_ANNOTATION = "scheduling.k8s.io/group-name"
 
 
@@ -31,12 +30,12 @@ def build_pod_group(job: Job, gang: Gang, worker_requests: dict[str, Any]) -> di
         spec["minResources"] = min_resources
     if gang.scheduler == "Coscheduling":
         spec["scheduleTimeoutSeconds"] = gang.schedule_timeout_seconds
-        api_version = COSCHEDULING_API
+        kind = COSCHEDULING_POD_GROUP
     else:
-        api_version = VOLCANO_API
+        kind = VOLCANO_POD_GROUP
         if gang.queue:
             spec["queue"] = gang.queue
-    return {"apiVersion": api_version, "kind": "PodGroup",
+    return {"apiVersion": kind.api_version, "kind": kind.kind,
             "metadata": metadata(job, pod_group_name(job.name), ROLE_WORKER), "spec": spec}
 
 

@@ -55,7 +55,7 @@ Action = Create | CreateSshSecret | Patch | Delete | DeleteTraining
 
 @dataclass
 class Children:
-    """Everything the job owns, as plain dicts, grouped by kind (one field per kubetrain.children entry)."""
+    """Everything the job owns, as plain dicts, grouped by kind (one field per watched kubetrain.children entry)."""
 
     pods: list[Obj] = field(default_factory=list)
     jobs: list[Obj] = field(default_factory=list)

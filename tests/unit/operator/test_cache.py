@@ -11,14 +11,15 @@ from kubetrain.cache import (
     WORKLOADS,
     Departed,
     Written,
+    kept,
     owned,
     resource_version,
-    slim,
-    slim_workload,
     take_snapshot,
 )
-from kubetrain.children import BY_KIND, CHILD_KINDS
+from kubetrain.children import WATCHED_KINDS
+from kubetrain.controller import jobs_of
 from kubetrain.plan import Children
+from kubetrain.runtime.store import Store
 
 NS, JOB, UID = "team", "cifar", "uid-cifar"
 
@@ -39,8 +40,16 @@ class Clock:
         return self.now
 
 
-def indexes(**listed: list[dict[str, Any]]) -> dict[str, dict[tuple[str, str], list[dict[str, Any]]]]:
-    return {child.field: {(NS, JOB): listed.get(child.field, [])} for child in CHILD_KINDS}
+def listing(trainings: dict[tuple[str, str], list[dict[str, Any]]], **listed: list[dict[str, Any]]) -> Store:
+    """The watch-fed store holding `trainings` and the children and Workloads in `listed`, by field."""
+    store = Store({field: jobs_of(field) for field in [TRAININGS, WORKLOADS, *(c.field for c in WATCHED_KINDS)]})
+    for training_list in trainings.values():
+        for body in training_list:
+            store.put(TRAININGS, body)
+    for field, objects in listed.items():
+        for child in objects:
+            store.put(field, child)
+    return store
 
 
 def training(version: int, **status: Any) -> dict[str, Any]:
@@ -49,21 +58,21 @@ def training(version: int, **status: Any) -> dict[str, Any]:
     return body
 
 
-def test_planner_children_have_one_field_per_registered_child_kind_and_the_departed_pods():
-    fields = [child.field for child in CHILD_KINDS] + ["departed", WORKLOADS]
+def test_planner_children_have_one_field_per_watched_child_kind_and_the_departed_pods():
+    fields = [child.field for child in WATCHED_KINDS] + ["departed", WORKLOADS]
     assert [f.name for f in dataclasses.fields(Children)] == fields
 
 
 def test_kueues_workloads_reach_the_snapshot_without_their_pod_templates_when_watched():
-    body = {"metadata": {"name": "cifar-0-1a2b3c4d", "namespace": NS, "ownerReferences": [{"uid": "uid-pod"}]},
+    body = {"metadata": {"name": "cifar-0-1a2b3c4d", "namespace": NS,
+                         "ownerReferences": [{"kind": "Pod", "name": "cifar-worker-0", "uid": "uid-pod"}]},
             "spec": {"podSets": [{"template": {"spec": {"containers": []}}}]},
             "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "message": "no quota"}]}}
-    kept = slim_workload(body)
-    assert "spec" not in kept and kept["status"] == body["status"]
+    small = kept(WORKLOADS, body)
     watched = {(NS, JOB): [training(1)]}
-    snapshot = take_snapshot((NS, JOB), watched, {**indexes(), WORKLOADS: {(NS, JOB): [kept]}}, Written())
-    assert snapshot is not None and snapshot.workloads == [kept]
-    snapshot = take_snapshot((NS, JOB), watched, indexes(), Written())  # not watched: none
+    snapshot = take_snapshot((NS, JOB), listing(watched, workloads=[small]), Written())
+    assert snapshot is not None and snapshot.workloads == [small]
+    snapshot = take_snapshot((NS, JOB), listing(watched), Written())  # not watched: none
     assert snapshot is not None and snapshot.workloads == []
 
 
@@ -71,13 +80,13 @@ def test_a_status_the_operator_wrote_wins_until_the_watch_delivers_it():
     written = Written()
     watched = {(NS, JOB): [training(10, attempt=0, restarts=0)]}
     written.remember(TRAININGS, training(12, attempt=1, restarts=1))
-    snapshot = take_snapshot((NS, JOB), watched, indexes(), written)
+    snapshot = take_snapshot((NS, JOB), listing(watched), written)
     assert snapshot is not None and snapshot.training["status"] == {"attempt": 1, "restarts": 1}
     watched[(NS, JOB)] = [training(12, attempt=1, restarts=1, phase="Restarting")]
-    snapshot = take_snapshot((NS, JOB), watched, indexes(), written)
+    snapshot = take_snapshot((NS, JOB), listing(watched), written)
     assert snapshot is not None and snapshot.training["status"]["phase"] == "Restarting"  # the watch caught up
     watched[(NS, JOB)] = [training(11, attempt=0)]  # an older event arriving late is not made newer by our write
-    snapshot = take_snapshot((NS, JOB), watched, indexes(), written)
+    snapshot = take_snapshot((NS, JOB), listing(watched), written)
     assert snapshot is not None and snapshot.training["status"] == {"attempt": 0}
 
 
@@ -85,10 +94,10 @@ def test_created_children_are_seen_before_their_watch_event_and_forgotten_once_d
     written = Written()
     watched = {(NS, JOB): [training(10)]}
     written.remember("pods", obj("cifar-worker-0", 20))
-    snapshot = take_snapshot((NS, JOB), watched, indexes(), written)
+    snapshot = take_snapshot((NS, JOB), listing(watched), written)
     assert snapshot is not None and [p["metadata"]["name"] for p in snapshot.children["pods"]] == ["cifar-worker-0"]
     written.forget("pods", NS, "cifar-worker-0")  # the watch said DELETED
-    snapshot = take_snapshot((NS, JOB), watched, indexes(), written)
+    snapshot = take_snapshot((NS, JOB), listing(watched), written)
     assert snapshot is not None and snapshot.children["pods"] == []
 
 
@@ -114,7 +123,7 @@ def test_writes_expire_so_a_missed_event_cannot_pin_a_stale_object_forever():
 def test_a_deleted_training_has_no_snapshot_even_with_a_recent_write():
     written = Written()
     written.remember(TRAININGS, training(12))
-    assert take_snapshot((NS, JOB), {}, indexes(), written) is None
+    assert take_snapshot((NS, JOB), listing({}), written) is None
 
 
 def test_only_owned_children_and_the_launchers_pods_are_in_the_snapshot():
@@ -123,17 +132,11 @@ def test_only_owned_children_and_the_launchers_pods_are_in_the_snapshot():
         "pods": [obj("cifar-worker-0", 6), obj("cifar-launcher-x1", 7, owner="uid-cifar-launcher"),
                  obj("imposter", 8, owner="someone-else")],  # fmt: skip
         "jobs": [launcher],
-        **{child.field: [] for child in CHILD_KINDS if child.field not in ("pods", "jobs")},
+        **{child.field: [] for child in WATCHED_KINDS if child.field not in ("pods", "jobs")},
     }
     found = owned(listed, UID)
     assert [p["metadata"]["name"] for p in found["pods"]] == ["cifar-worker-0", "cifar-launcher-x1"]
     assert found["jobs"] == [launcher]
-
-
-def test_the_cache_keeps_no_key_material():
-    secret = obj("cifar-ssh", 3, data={"id_ed25519": "c2VjcmV0"}, type="Opaque")
-    kept = slim(BY_KIND[("v1", "Secret")], secret)
-    assert "data" not in kept and kept["metadata"]["name"] == "cifar-ssh"
 
 
 def test_resource_versions_compare_as_numbers():
@@ -147,9 +150,9 @@ def test_departed_pods_reach_the_snapshot_while_gone_and_owned_then_expire() -> 
     gone, other_job = obj("cifar-worker-1", 9), obj("cifar-worker-0", 9, owner="uid-of-a-namesake-deleted-before")
     departed.remember((NS, JOB), gone)
     departed.remember((NS, JOB), other_job)
-    snapshot = take_snapshot((NS, JOB), {(NS, JOB): [training(3)]}, indexes(), Written(), departed)
+    snapshot = take_snapshot((NS, JOB), listing({(NS, JOB): [training(3)]}), Written(), departed)
     assert snapshot is not None and snapshot.departed == [gone]
-    back = take_snapshot((NS, JOB), {(NS, JOB): [training(3)]}, indexes(pods=[obj("cifar-worker-1", 12)]), Written(),
+    back = take_snapshot((NS, JOB), listing({(NS, JOB): [training(3)]}, pods=[obj("cifar-worker-1", 12)]), Written(),
                          departed)
     assert back is not None and back.departed == [], "a pod of that name exists again: the live one counts"
     clock.now = 301

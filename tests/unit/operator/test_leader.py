@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kubetrain.leader import Timing, next_spec, owned_by_pod
+from kubetrain.runtime.leader import Timing, next_spec, owned_by_pod
 
 T = Timing(lease_seconds=8)
 NOW = "2026-11-22T12:00:00.000000Z"

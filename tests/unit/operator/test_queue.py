@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from kubetrain.queue import SyncQueue
+from kubetrain.runtime.queue import SyncQueue
 
 
 def test_failures_back_off_exponentially_per_job_and_reset_on_success():

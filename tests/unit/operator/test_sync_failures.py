@@ -11,8 +11,8 @@ from dtr_bodies import training
 from kubetrain import reasons
 from kubetrain.cache import Snapshot, Written
 from kubetrain.kube import ChildRefused
-from kubetrain.queue import RetryLater
 from kubetrain.refusals import not_served
+from kubetrain.runtime.queue import RetryLater
 from kubetrain.sync import sync_training
 
 

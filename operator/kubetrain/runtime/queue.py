@@ -21,15 +21,16 @@ class RetryLater(RuntimeError):
 
 
 class SyncQueue(Generic[Snapshot]):
-    """For each poked key: `read(key)` on the event loop (cheap: the watch-fed cache, which only the loop changes),
-    then `sync(snapshot) -> seconds | None` in a worker thread, serialised per key."""
+    """For each poked key: `read(key)` on the event loop (cheap: the watch-fed store, which only the loop changes),
+    then `sync(snapshot) -> seconds | None` in a worker thread, serialised per key. `active()` False (a standby
+    replica): pokes are dropped; the replica that becomes the leader pokes every job."""
 
     def __init__(self, read: Callable[[Key], Snapshot | None], sync: Callable[[Snapshot], float | None],
                  error_retry_seconds: float = 1.0, max_retry_seconds: float = 300.0,
                  active: Callable[[], bool] = lambda: True) -> None:  # fmt: skip
         self._read = read
         self._sync = sync
-        self._active = active  # False on a standby replica: pokes are dropped; the leader-to-be pokes every job
+        self._active = active
         self._first_retry = error_retry_seconds
         self._max_retry = max_retry_seconds
         self._failures: dict[Key, int] = {}
@@ -37,18 +38,6 @@ class SyncQueue(Generic[Snapshot]):
         self._dirty: set[Key] = set()
         self._timers: dict[Key, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._filled = False
-
-    def cache_filled(self) -> None:
-        """The watch-fed cache holds every kind's first complete listing: `poke_soon` takes effect from now on."""
-        self._filled = True
-
-    def poke_soon(self, key: Key) -> None:
-        """Poke `key` once the event loop's current step is over: from a kopf index function, which kopf calls and
-        then stores its result without yielding (kopf 1.45), so the pass reads the object that caused it. Ignored
-        until `cache_filled()`: the first handler kopf runs after the listings pokes its job itself."""
-        if self._filled:
-            asyncio.get_running_loop().call_soon(self.spawn, key)
 
     async def poke(self, key: Key) -> None:
         """Ask for a sync of `key`; returns at once if one is running (it will run again)."""
@@ -111,8 +100,13 @@ class SyncQueue(Generic[Snapshot]):
         self._timers[key] = loop.call_later(delay, self.spawn, key)
 
     def spawn(self, key: Key) -> None:
-        """Poke `key` in a task of its own (kept until done), from code that cannot await."""
+        """Poke `key` in a task of its own (kept until done), from code that cannot await; while its sync runs, only
+        mark it to run again."""
         self._timers.pop(key, None)
+        lock = self._locks.get(key)
+        if lock is not None and lock.locked():
+            self._dirty.add(key)
+            return
         task = asyncio.ensure_future(self.poke(key))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
