@@ -55,16 +55,21 @@ class Written:
         self._ttl = ttl
         self._clock = clock
         self._lock = threading.Lock()
-        self._objects: dict[tuple[str, str, str], tuple[float, dict[str, Any]]] = {}
+        self._objects: dict[tuple[str, str, str], tuple[float, dict[str, Any]]] = {}  # (field, namespace, name)
+        self._by_job: dict[tuple[str, str, str], set[str]] = {}  # (field, namespace, job label) -> names
 
     def remember(self, field: str, obj: Obj) -> None:
         meta = obj["metadata"]
+        key = (field, meta["namespace"], meta["name"])
         with self._lock:
-            self._objects[(field, meta["namespace"], meta["name"])] = (self._clock(), kept(field, obj))
+            self._objects[key] = (self._clock(), kept(field, obj))
+            job = (meta.get("labels") or {}).get(LABEL_JOB)
+            if job:
+                self._by_job.setdefault((field, meta["namespace"], job), set()).add(meta["name"])
 
     def forget(self, field: str, namespace: str, name: str) -> None:
         with self._lock:
-            self._objects.pop((field, namespace, name), None)
+            self._drop((field, namespace, name))
 
     def echo(self, field: str, observed: Obj) -> bool:
         """Whether `observed` (a watch event's object) is exactly the version this operator wrote: its own write
@@ -86,11 +91,11 @@ class Written:
         written = self._current((field, meta["namespace"], meta["name"]), observed)
         return written if written is not None else observed
 
-    def unseen(self, field: str, namespace: str, seen: set[str]) -> list[dict[str, Any]]:
-        """Objects of `field` this operator created in `namespace` that the watch has not delivered yet."""
+    def unseen(self, field: str, job: JobKey, seen: set[str]) -> list[dict[str, Any]]:
+        """Objects of `field` this operator created for `job` that the watch has not delivered yet."""
         with self._lock:
-            keys = [key for key in self._objects if key[0] == field and key[1] == namespace and key[2] not in seen]
-        found = [self._current(key, None) for key in keys]
+            names = [name for name in self._by_job.get((field, *job), ()) if name not in seen]
+        found = [self._current((field, job[0], name), None) for name in names]
         return [obj for obj in found if obj is not None]
 
     def _current(self, key: tuple[str, str, str], observed: Obj | None) -> dict[str, Any] | None:
@@ -101,9 +106,19 @@ class Written:
             written_at, obj = entry
             caught_up = observed is not None and resource_version(observed) >= resource_version(obj)
             if caught_up or self._clock() - written_at > self._ttl:
-                del self._objects[key]
+                self._drop(key)
                 return None
             return obj
+
+    def _drop(self, key: tuple[str, str, str]) -> None:
+        """Forget `key` (the lock held)."""
+        entry = self._objects.pop(key, None)
+        job = ((entry[1]["metadata"].get("labels") or {}).get(LABEL_JOB) if entry else None) or ""
+        names = self._by_job.get((key[0], key[1], job))
+        if names is not None:
+            names.discard(key[2])
+            if not names:
+                del self._by_job[(key[0], key[1], job)]
 
 
 class Departed:
@@ -170,9 +185,7 @@ def take_snapshot(key: JobKey, listing: Listing, written: Written, departed: Dep
     listed: dict[str, list[Obj]] = {}
     for child in WATCHED_KINDS:
         objects = [written.newest(child.field, obj) for obj in listing.of(child.field, key)]
-        names = {obj["metadata"]["name"] for obj in objects}
-        fresh = written.unseen(child.field, key[0], names)
-        objects += [obj for obj in fresh if (obj["metadata"].get("labels") or {}).get(LABEL_JOB) == key[1]]
+        objects += written.unseen(child.field, key, {obj["metadata"]["name"] for obj in objects})
         listed[child.field] = objects
     uid = training["metadata"]["uid"]
     children = owned(listed, uid)

@@ -9,13 +9,13 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any, cast
 
+import orjson
 from kubernetes import client, config
-from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ConflictError, DynamicApiError, NotFoundError, ResourceNotFoundError
 
 from kubetrain.cache import owned_by
-from kubetrain.contract import GROUP, KIND, PLURAL, VERSION
+from kubetrain.contract import GROUP, KIND, VERSION
 from kubetrain.refusals import Refusal, classify, not_served
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,6 @@ class Kube:
     def __init__(self, api_client: client.ApiClient) -> None:
         self.api_client = api_client
         self.dynamic = DynamicClient(api_client)
-        self.core = client.CoreV1Api(api_client)
         self._resources: dict[tuple[str, str], Any] = {}
 
     def _resource(self, api_version: str, kind: str) -> Any:
@@ -83,7 +82,8 @@ class Kube:
         except ResourceNotFoundError:  # discovery has no such kind: a CRD the cluster lacks
             raise ChildRefused(not_served(obj["apiVersion"], obj["kind"], meta["name"])) from None
         try:
-            return dict(resource.create(body=dict(obj), namespace=meta["namespace"], serializer=_as_dict))
+            created = resource.create(body=dict(obj), namespace=meta["namespace"], serialize=False)
+            return cast(dict[str, Any], orjson.loads(created.data))
         except ConflictError:
             existing = resource.get(name=meta["name"], namespace=meta["namespace"], serializer=_as_dict)
             if not owned_by(existing, {owner_uid}):
@@ -118,10 +118,10 @@ class Kube:
 
     def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> dict[str, Any]:
         """Merge `status` into the job's status; returns the job as stored."""
-        stored = client.CustomObjectsApi(self.api_client).patch_namespaced_custom_object_status(
-            GROUP, VERSION, namespace, PLURAL, name, {"status": dict(status)}
-        )
-        return cast(dict[str, Any], stored)  # the client returns the JSON object as a dict
+        stored = self._resource(*TRAINING).status.patch(
+            body={"status": dict(status)}, name=name, namespace=namespace,
+            content_type="application/merge-patch+json", serializer=_as_dict)  # fmt: skip
+        return cast(dict[str, Any], stored)
 
     def event(self, training: Mapping[str, Any], event_type: str, reason: str, message: str) -> None:
         """A core/v1 Event on the DistributedTraining; failures to post are logged, never raised."""
@@ -146,6 +146,6 @@ class Kube:
             "reportingComponent": "kubetrain-operator",
         }
         try:
-            self.core.create_namespaced_event(meta["namespace"], body)  # type: ignore[arg-type]  # dicts are accepted
-        except ApiException as error:
+            self._resource("v1", "Event").create(body=body, namespace=meta["namespace"], serialize=False)
+        except DynamicApiError as error:
             log.warning("could not post event %s on %s/%s: %s", reason, meta["namespace"], meta["name"], error.reason)

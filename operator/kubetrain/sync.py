@@ -123,9 +123,10 @@ class Writer:
 
 
 def _apply(writer: Writer, status: dict[str, Any], plan: Plan, job: Job) -> None:
-    """Children first, in waves of writes that do not depend on each other (config, then deletions, then worker
-    pods, then the launcher), then the status, then events. A plan that deletes or starts a new attempt records its
-    status first, so a crash between steps never forgets a restart already decided."""
+    """Children first, in waves of writes that do not depend on each other (the ServiceAccount, then deletions, then
+    worker pods with the config children, then the launcher), then the status, then events. A plan that deletes or
+    starts a new attempt records its status first, so a crash between steps never forgets a restart already
+    decided."""
     first = plan.status.get("attempt", status.get("attempt", 0)) != status.get("attempt", 0) or any(
         isinstance(action, (Delete, DeleteTraining)) for action in plan.actions)
     if first:
@@ -139,17 +140,19 @@ def _apply(writer: Writer, status: dict[str, Any], plan: Plan, job: Job) -> None
 
 
 def waves(actions: list[Action]) -> list[list[Action]]:
-    """Actions grouped in the order they may run: a pod needs its ServiceAccount, the launcher its workers."""
+    """Actions grouped in the order they may run: a pod needs its ServiceAccount (admission refuses it otherwise),
+    the old attempt's pods go before the new attempt's come, the launcher needs its workers. Everything else goes
+    with the pods: a pod may be created before the ConfigMap and Secret it mounts (the kubelet waits for them)."""
     def rank(action: Action) -> int:
         if isinstance(action, DeleteTraining):
             return 4
         if isinstance(action, Delete):
             return 1
-        if isinstance(action, Create) and action.obj["kind"] == "Pod":
-            return 2
+        if isinstance(action, Create) and action.obj["kind"] == "ServiceAccount":
+            return 0
         if isinstance(action, Create) and action.obj["kind"] == "Job":
             return 3
-        return 0  # config children: create or patch
+        return 2  # pods, and config children: create or patch
     ranks = sorted({rank(action) for action in actions})
     return [[action for action in actions if rank(action) == r] for r in ranks]
 

@@ -31,26 +31,37 @@ from kubetrain.pod_state import is_ready, is_terminating, job_finished, pod_phas
 
 
 def config_actions(job: Job, children: Children) -> list[Action]:
-    """ServiceAccount, Role, RoleBinding, Secret, ConfigMap and Service: create when missing, correct drift."""
-    actions: list[Action] = []
+    """ServiceAccount, Secret, ConfigMap and Service: create when missing, correct drift."""
     desired = [
         (children.serviceaccounts, build_service_account(job), None),
-        (children.roles, build_role(job), "rules"),
-        (children.rolebindings, build_role_binding(job), "subjects"),
         (children.configmaps, build_hosts_configmap(job), "data"),
         (children.services, build_service(job), "spec"),
     ]
     ready_service = build_ready_service(job)
     if ready_service is not None:
         desired.append((children.services, ready_service, "spec"))
+    actions = _converge(desired, children)
+    if children.named(children.secrets, ssh_secret_name(job.name)) is None:
+        actions.append(CreateSshSecret())
+    return actions
+
+
+def report_access_actions(job: Job, children: Children) -> list[Action]:
+    """The Role and RoleBinding that let the job's pods patch its status: needed once rank 0 runs, so created with
+    the launcher (in the same pass, before it), off the path from `kubectl apply` to the workers."""
+    return _converge([(children.roles, build_role(job), "rules"),
+                      (children.rolebindings, build_role_binding(job), "subjects")], children)  # fmt: skip
+
+
+def _converge(desired: list[tuple[list[Obj], dict[str, Any], str | None]], children: Children) -> list[Action]:
+    """Create each desired object that is missing; patch back one whose `drift_key` part drifted."""
+    actions: list[Action] = []
     for existing_list, obj, drift_key in desired:
         existing = children.named(existing_list, obj["metadata"]["name"])
         if existing is None:
             actions.append(Create(obj))
         elif drift_key and drifted(existing.get(drift_key), obj[drift_key]):
             actions.append(Patch(obj))
-    if children.named(children.secrets, ssh_secret_name(job.name)) is None:
-        actions.append(CreateSshSecret())
     return actions
 
 

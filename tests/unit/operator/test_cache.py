@@ -116,8 +116,10 @@ def test_writes_expire_so_a_missed_event_cannot_pin_a_stale_object_forever():
     clock = Clock()
     written = Written(ttl=60, clock=clock)
     written.remember("pods", obj("cifar-worker-0", 20))
+    assert [p["metadata"]["name"] for p in written.unseen("pods", (NS, JOB), set())] == ["cifar-worker-0"]
+    assert written.unseen("pods", (NS, "another-job"), set()) == []
     clock.now = 61
-    assert written.unseen("pods", NS, set()) == []
+    assert written.unseen("pods", (NS, JOB), set()) == []
 
 
 def test_a_deleted_training_has_no_snapshot_even_with_a_recent_write():

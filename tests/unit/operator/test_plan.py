@@ -68,9 +68,7 @@ def test_new_job_creates_config_and_workers_but_no_launcher_yet() -> None:
     job = job_of()
     plan = decide(job, {}, Children(), NOW)
     kinds = created_kinds(plan)
-    assert sorted(kinds) == sorted(
-        ["ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Service", "Secret", "Pod", "Pod"]
-    )
+    assert sorted(kinds) == sorted(["ServiceAccount", "ConfigMap", "Service", "Secret", "Pod", "Pod"])
     assert plan.status["phase"] == r.PENDING
     assert plan.status["workers"] == {"ready": 0, "total": 2, "summary": "0/2",
                                       "selector": "kubetrain.dev/job-name=cifar,kubetrain.dev/role=worker"}
@@ -91,6 +89,20 @@ def test_launcher_is_created_only_when_every_worker_is_ready() -> None:
     plan = decide(job, {}, ready, NOW)
     assert created_kinds(plan) == ["Job"]
     assert plan.status["phase"] == r.STARTING
+
+
+def test_the_access_rank_0_reports_progress_with_comes_with_the_launcher_and_stays() -> None:
+    job = job_of()
+    ready = Children(pods=[worker(job, 0), worker(job, 1)],
+                     **{**config_children(job), "roles": [], "rolebindings": []})  # fmt: skip
+    assert sorted(created_kinds(decide(job, {}, ready, NOW))) == ["Job", "Role", "RoleBinding"]
+    batch, pod = launcher(job)
+    running = Children(pods=[worker(job, 0), worker(job, 1), pod], jobs=[batch],
+                       **{**config_children(job), "roles": [], "rolebindings": []})  # fmt: skip
+    assert sorted(created_kinds(decide(job, {}, running, NOW))) == ["Role", "RoleBinding"], "deleted: made again"
+    half = Children(pods=[worker(job, 0), worker(job, 1, ready=False)],
+                    **{**config_children(job), "roles": [], "rolebindings": []})  # fmt: skip
+    assert created_kinds(decide(job, {}, half, NOW)) == []
 
 
 def test_running_launcher_means_running() -> None:

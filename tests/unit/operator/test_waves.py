@@ -17,16 +17,17 @@ def kinds(wave: list) -> list[str]:
     return sorted(a.obj["kind"] if isinstance(a, Create) else type(a).__name__ for a in wave)
 
 
-def test_a_new_job_writes_config_together_then_its_worker_pods_together() -> None:
+def test_a_new_job_writes_its_service_account_then_everything_else_together() -> None:
     plan = decide(parse_job(training()), {}, Children(), NOW)
-    config, pods = waves(plan.actions)
-    assert kinds(config) == sorted(["ConfigMap", "CreateSshSecret", "Role", "RoleBinding", "Service",
-                                    "ServiceAccount"])
-    assert kinds(pods) == ["Pod", "Pod"]
+    account, rest = waves(plan.actions)
+    assert kinds(account) == ["ServiceAccount"]
+    assert kinds(rest) == sorted(["ConfigMap", "CreateSshSecret", "Service", "Pod", "Pod"])
 
 
 def test_deletions_come_before_creations_and_the_launcher_last() -> None:
     pod = Create({"kind": "Pod"})
     launcher = Create({"kind": "Job"})
     stale = Delete("v1", "Pod", "old-worker-0")
-    assert waves([launcher, pod, stale, CreateSshSecret()]) == [[CreateSshSecret()], [stale], [pod], [launcher]]
+    account = Create({"kind": "ServiceAccount"})
+    assert waves([launcher, pod, stale, CreateSshSecret(), account]) == [[account], [stale], [pod, CreateSshSecret()],
+                                                                         [launcher]]
