@@ -33,6 +33,7 @@ from .controlplane_access import (
     install_crd,
     operator_kubeconfig,
     scrape_apiserver,
+    training,
     wait_until,
 )
 from .latency import JobLatency, job_latency
@@ -129,6 +130,7 @@ class OperatorBench:
         self.workdir = workdir
         self.plane = ControlPlane.start(workdir / "controlplane",
                                         nodes=[(f"kwok-gpu-{i}", gpus_per_node) for i in range(nodes)])
+        self.nodes, self.gpus_per_node = nodes, gpus_per_node
         install_crd(self.plane)
         if mpi_operator.binary() is not None:
             mpi_operator.install(self.plane)
@@ -155,7 +157,17 @@ class OperatorBench:
         after = _all_requests(scrape_apiserver(self.plane))
         return max(0.0, (after - before - 1) / (time.monotonic() - start))  # the first scrape itself is 1 request
 
+    def _room_for(self, jobs: int) -> None:
+        """Add GPU nodes until every worker of `jobs` jobs (and the warm-up job) fits at once: a job whose workers
+        cannot all be scheduled never gets its launcher."""
+        spec = training("sizing")["spec"]
+        gpus = (jobs + 1) * spec["workers"] * spec["resources"]["gpusPerWorker"]
+        while self.nodes * self.gpus_per_node < gpus:
+            self.plane.add_node(f"kwok-gpu-{self.nodes}", gpus=self.gpus_per_node)
+            self.nodes += 1
+
     def round(self, contender: Contender, jobs: int, repeats: int) -> RoundResult:
+        self._room_for(jobs)
         namespace = self._namespace(jobs)
         observer = Observer(self.make_client, namespace, contender.convention).start()
         log = self.workdir / f"operator-{namespace}.log"
