@@ -133,9 +133,9 @@ class Departed:
         self._pods: dict[JobKey, dict[str, tuple[float, dict[str, Any]]]] = {}
 
     def remember(self, key: JobKey, pod: Obj) -> None:
-        """Keep `pod` (as the cache keeps pods) for the time to live."""
+        """Keep `pod` (as the watch delivered it: already what the cache keeps) for the time to live."""
         with self._lock:
-            self._pods.setdefault(key, {})[pod["metadata"]["name"]] = (self._clock(), kept("pods", pod))
+            self._pods.setdefault(key, {})[pod["metadata"]["name"]] = (self._clock(), dict(pod))
 
     def forget_job(self, key: JobKey) -> None:
         with self._lock:

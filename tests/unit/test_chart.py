@@ -20,7 +20,7 @@ from kubetrain.children import CHILD_KINDS
 from kubetrain.contract import GROUP, PLURAL
 from kubetrain.controller import watched
 from kubetrain.manifests.rbac import build_role
-from kubetrain.settings import from_environment
+from kubetrain.settings import Settings, from_environment
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "kubetrain"
@@ -143,7 +143,7 @@ def test_an_existing_service_account_is_used_when_the_chart_does_not_create_one(
 # RBAC covers what the operator's code does (the control-plane test proves it against a real API server)
 
 
-def operator_settings(docs: list[dict[str, Any]]):  # noqa: ANN201 - kubetrain.settings.Settings
+def operator_settings(docs: list[dict[str, Any]]) -> Settings:
     """The settings the operator reads from the environment the chart gives its container."""
     return from_environment({item["name"]: item["value"] for item in container(docs)["env"] if "value" in item})
 

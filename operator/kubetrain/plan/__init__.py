@@ -106,9 +106,6 @@ def _run(world: World, gang_left: float | None = None) -> Plan:
     `_gang_wait`), when to look again."""
     plan = Plan(actions=desired.config_actions(world.job, world.children))
     attempt, waiting = desired.attempt_actions(world)
-    launching = any(isinstance(action, Create) and action.obj["kind"] == "Job" for action in attempt)
-    if launching or world.children.named(world.children.jobs, launcher_name(world.job.name)) is not None:
-        plan.actions.extend(desired.report_access_actions(world.job, world.children))
     plan.actions.extend(attempt)
     phase.running(world, plan)
     deadline = world.job.spec.run_policy.active_deadline_seconds

@@ -79,8 +79,9 @@ def drifted(actual: Any, desired: Any) -> bool:
 
 
 def attempt_actions(world: World) -> tuple[list[Action], bool]:
-    """The current attempt's workers, then its launcher once every worker is Ready; older attempts' pods and launcher
-    go first. Returns the actions and whether something is still going away (look again soon)."""
+    """The current attempt's workers, then its launcher once every worker is Ready, with rank 0's access to the
+    job's status (kept while a launcher exists); older attempts' pods and launcher go first. Returns the actions and
+    whether something is still going away (look again soon)."""
     job, children, attempt = world.job, world.children, world.attempt
     elastic_departing = departing(world) if job.spec.elastic is not None else {}
     actions: list[Action] = []
@@ -115,7 +116,10 @@ def attempt_actions(world: World) -> tuple[list[Action], bool]:
             actions.append(Delete("batch/v1", "Job", launcher_name(job.name)))
         waiting = blocked = True
     enough = sum(1 for pod in workers.values() if is_ready(pod)) >= job.spec.workers_to_start
-    if launcher is None and enough and not blocked:
+    launching = launcher is None and enough and not blocked
+    if launching or launcher is not None:
+        actions += report_access_actions(job, children)
+    if launching:
         actions.append(Create(build_launcher_job(job, attempt)))
     return actions, waiting
 
