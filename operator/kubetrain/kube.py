@@ -4,6 +4,7 @@ cache serves (`kubetrain status`, the owner of a child that already exists)."""
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from collections.abc import Mapping
 from datetime import datetime, timezone
@@ -60,12 +61,16 @@ class Kube:
         self.api_client = api_client
         self.dynamic = DynamicClient(api_client)
         self._resources: dict[tuple[str, str], Any] = {}
+        self._discovery = threading.Lock()
 
     def _resource(self, api_version: str, kind: str) -> Any:
+        """The kind's API resource, found once. One lookup at a time: a pass writes from several threads, and a miss
+        rebuilds the discovery cache, which another thread must not read half built."""
         key = (api_version, kind)
-        if key not in self._resources:
-            self._resources[key] = self.dynamic.resources.get(api_version=api_version, kind=kind)
-        return self._resources[key]
+        with self._discovery:
+            if key not in self._resources:
+                self._resources[key] = self.dynamic.resources.get(api_version=api_version, kind=kind)
+            return self._resources[key]
 
     def get_training(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:

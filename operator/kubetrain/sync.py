@@ -141,14 +141,15 @@ def _apply(writer: Writer, status: dict[str, Any], plan: Plan, job: Job) -> None
 
 def waves(actions: list[Action]) -> list[list[Action]]:
     """Actions grouped in the order they may run: a pod needs its ServiceAccount (admission refuses it otherwise),
-    the old attempt's pods go before the new attempt's come, the launcher needs its workers. Everything else goes
-    with the pods: a pod may be created before the ConfigMap and Secret it mounts (the kubelet waits for them)."""
+    a gang's pods need their PodGroup (and none is made if the cluster does not serve that kind), the old
+    attempt's pods go before the new attempt's come, the launcher needs its workers. Everything else goes with the
+    pods: a pod may be created before the ConfigMap and Secret it mounts (the kubelet waits for them)."""
     def rank(action: Action) -> int:
         if isinstance(action, DeleteTraining):
             return 4
         if isinstance(action, Delete):
             return 1
-        if isinstance(action, Create) and action.obj["kind"] == "ServiceAccount":
+        if isinstance(action, Create) and action.obj["kind"] in ("ServiceAccount", "PodGroup"):
             return 0
         if isinstance(action, Create) and action.obj["kind"] == "Job":
             return 3
