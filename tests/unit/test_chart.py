@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -221,14 +220,15 @@ def test_operator_runs_hardened_and_replicas_elect_one_leader_through_a_lease() 
 
 
 def test_the_default_memory_limit_holds_1000_jobs_with_30_percent_headroom_by_the_benchmark() -> None:
-    """The operator's peak RSS measured by tests/bench at 50 and 500 jobs, extended in a line to 1,000 jobs."""
+    """tests/bench ran the operator with 1,000 jobs in a memory cgroup at this chart's default limit: it stayed up,
+    launched every job, and peaked 30% or more below the limit."""
     results = json.loads((REPO / "tests" / "bench" / "results" / "operator-vs-mpi-operator.json").read_text())
-    peak = {int(match.group(1)): row["extra"]["peak_rss_mib"] for row in results["rows"]
-            if (match := re.fullmatch(r"kubetrain: operator CPU seconds per job, (\d+) jobs?", row["name"]))}
-    per_job = (peak[500] - peak[50]) / 450
-    at_1000 = peak[500] + 500 * per_job
+    [row] = [row for row in results["rows"]
+             if row["name"].startswith("kubetrain under the chart's default memory limit")]
     limit = parse_quantity(container(render())["resources"]["limits"]["memory"]) / 2**20
-    assert limit >= 1.3 * at_1000, f"{limit} MiB holds {at_1000:.0f} MiB x 1.3 at 1,000 jobs? ({peak})"
+    assert row["extra"]["limit_mib"] == limit, "the benchmark ran under another limit: run it again"
+    assert row["extra"]["jobs"] >= 1000 and row["extra"]["oom_kills"] == 0 and row["meets"], row
+    assert row["value"] * 1.3 <= limit, f"peak {row['value']:.0f} MiB leaves less than 30% of {limit:.0f} MiB"
 
 
 def test_probes_call_the_health_endpoint_kopf_is_told_to_serve() -> None:
