@@ -28,6 +28,10 @@ test: lint images
 unit: setup
 	$(PY) -m pytest -q tests/unit
 
+# Python (ruff, mypy), every shell script (shellcheck: .ci/shell-scripts lists them) and Dockerfile (hadolint).
 lint: setup
 	$(VENV)/bin/ruff check operator jobs tests
 	$(VENV)/bin/mypy -p kubetrain -p trainlib -p cifar_mixup -p mnist -p ucluster -p higgs
+	$(VENV)/bin/shellcheck $$(.ci/shell-scripts)
+	$(VENV)/bin/hadolint $$(git ls-files --cached --others --exclude-standard -- \
+	  Dockerfile '*/Dockerfile' '*.Dockerfile' 'Dockerfile.*' '*/Dockerfile.*')

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the Go builds (tests/controlplane/build.sh, tests/bench/peer/build.sh): Go's module and build caches
 # live in the kubetrain cache (shared between builds and keys), never in the repository; pinned toolchain, static.
 cache=${KUBETRAIN_CACHE:-$HOME/.cache/kubetrain}

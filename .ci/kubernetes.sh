@@ -1,11 +1,14 @@
+# shellcheck shell=bash
 # Sourced by the Go builds of Kubernetes (tests/controlplane/build.sh, tests/e2e/kind-node/build.sh): the one place
 # for the pinned Kubernetes and etcd versions, and the wrapper module that builds Kubernetes commands from the Go
 # module proxy.
 KUBERNETES_VERSION=v1.34.4 # k8s.io/kubernetes; its staging modules are published as v0.34.4
 STAGING_VERSION=v0.34.4
 ETCD_VERSION=v3.6.4 # go.etcd.io/etcd/server/v3, the version kubernetes v1.34.4 itself requires
+# shellcheck disable=SC2034 # read by the sourcing builds
 LDFLAGS="-s -w"
 # What `hack/lib/version.sh` stamps into release builds, so /version and kubectl report v1.34.4.
+# shellcheck disable=SC2034 # read by the sourcing builds
 KUBE_VERSION_LDFLAGS="-X k8s.io/component-base/version.gitVersion=$KUBERNETES_VERSION \
 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=34 \
 -X k8s.io/component-base/version.gitTreeState=clean -X k8s.io/component-base/version.buildDate=1970-01-01T00:00:00Z \

@@ -24,7 +24,7 @@ log = logging.getLogger("cifar_mixup")
 
 
 def make_preprocess(num_classes: int, scaling: str = "symmetric"
-                    ) -> Callable[[tf.Tensor, tf.Tensor], tuple[tf.Tensor, tf.Tensor]]:  # fmt: skip
+                    ) -> Callable[[tf.Tensor, tf.Tensor], tuple[tf.Tensor, tf.Tensor]]:
     """uint8 image -> float32 (see `INPUT_SCALING`); class id -> one-hot float (MixUp mixes labels, so they must be
     one-hot)."""
     scale, shift = INPUT_SCALING[scaling]

@@ -82,10 +82,10 @@ def train_with_strategy(args: argparse.Namespace) -> int:
                       loss="categorical_crossentropy", metrics=["accuracy"])
     log.info("%s with %s; global batch %d (%d per replica), learning rate %g; per worker %d training rows "
              "(%d steps)", args.strategy, who, args.batch_size * replicas, args.batch_size, learning_rate,
-             train.rows, train.steps)  # fmt: skip
+             train.rows, train.steps)
     started = fit_with_strategy(strategy, context, model, train, test, epochs=args.epochs,
                                 checkpoint_dir=args.checkpoint_dir, keep_checkpoints=args.keep_checkpoints,
-                                title=f"mnist ({args.strategy}, {who})")  # fmt: skip
+                                title=f"mnist ({args.strategy}, {who})")
     if started >= args.epochs and context.is_chief:
         log.info("the latest checkpoint already has %d of %d epochs: nothing to train", started, args.epochs)
     return 0

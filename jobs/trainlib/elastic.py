@@ -138,7 +138,7 @@ def run_elastic(train: Callable[[Any], T], state: Any) -> T:
 def fit_elastic(model: tf.keras.Model, inputs: InputFactory, finish: Callable[[WorkerContext, RankInput | None], T],
                 *, epochs: int, learning_rate: float, warmup_epochs: int, checkpoint_dir: str, keep_checkpoints: int,
                 title: str, commit_every_batches: int,
-                extra_callbacks: Sequence[tf.keras.callbacks.Callback] = ()) -> T:  # fmt: skip
+                extra_callbacks: Sequence[tf.keras.callbacks.Callback] = ()) -> T:
     """Train from the latest checkpoint (or the last commit, after a reset) up to `epochs`, then return
     `finish(context, validation)`, which runs in the elastic function too (a held-out evaluation survives a reset).
 

@@ -86,7 +86,7 @@ def fit_distributed(context: WorkerContext, model: tf.keras.Model, inputs: Input
 
 def fit_with_strategy(strategy: tf.distribute.Strategy, context: WorkerContext, model: tf.keras.Model,
                       train: RankInput, validation: RankInput | None, *, epochs: int, checkpoint_dir: str,
-                      keep_checkpoints: int, title: str) -> int:  # fmt: skip
+                      keep_checkpoints: int, title: str) -> int:
     """`fit_distributed` for a model compiled under `strategy.scope()`: every worker reads the latest checkpoint from
     the shared `checkpoint_dir`; the chief alone writes. Returns the epoch training started from."""
     manager = CheckpointManager(checkpoint_dir, keep_checkpoints)
@@ -96,13 +96,13 @@ def fit_with_strategy(strategy: tf.distribute.Strategy, context: WorkerContext, 
     if initial_epoch >= epochs:
         return initial_epoch
     callbacks = (chief_callbacks(context, manager, variables, title, epochs, train.steps, initial_epoch)
-                 if context.is_chief else [])  # fmt: skip
+                 if context.is_chief else [])
     _fit(context, model, train, validation, epochs, initial_epoch, callbacks)
     return initial_epoch
 
 
 def _fit(context: WorkerContext, model: tf.keras.Model, train: RankInput, validation: RankInput | None, epochs: int,
-         initial_epoch: int, callbacks: list[tf.keras.callbacks.Callback]) -> None:  # fmt: skip
+         initial_epoch: int, callbacks: list[tf.keras.callbacks.Callback]) -> None:
     model.fit(train.dataset, steps_per_epoch=train.steps, epochs=epochs, initial_epoch=initial_epoch,
               validation_data=validation.dataset if validation else None,
               validation_steps=validation.steps if validation else None,

@@ -60,7 +60,7 @@ def load_inputs(args: argparse.Namespace, context: WorkerContext) -> Inputs:
 
 
 def rank_input(files: Sequence[FileInfo], *, rank: int, size: int, batch_size: int, training: bool,
-               seed: int | None = None) -> RankInput:  # fmt: skip
+               seed: int | None = None) -> RankInput:
     """This rank's contiguous block of every file as batches of (points, pid, true cluster index)."""
     return make_dataset(files, ["data", "pid", "label"], rank=rank, size=size, batch_size=batch_size,
                         training=training, preprocess=_to_example, seed=seed)

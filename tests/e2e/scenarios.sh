@@ -145,6 +145,7 @@ print(checkpoint["path"])
 
 scenario_train() {
   local name=cifar-mixup phases_seen checkpoint dir
+  # shellcheck disable=SC2153 # EPOCHS: set by run-kind.sh
   render_job "$name" "$EPOCHS"
   log "scenario train: kubectl apply -f jobs/cifar_mixup/job.yaml as $NS/$name ($EPOCHS epochs, 2 workers x 1 slot)"
   kc apply --namespace "$NS" --filename "$ARTIFACTS/$name.yaml"

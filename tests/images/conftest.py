@@ -54,7 +54,7 @@ def images() -> dict[str, str]:
     an unchanged build take a second."""
     names = {directory: image_name(directory) for directory in IMAGES}
     missing = [d for d, name in names.items() if subprocess.run(["docker", "image", "inspect", name],
-                                                                   capture_output=True).returncode != 0]  # fmt: skip
+                                                                   capture_output=True).returncode != 0]
     rebuilt = missing if "entrypoints" in missing else [*missing, "entrypoints"]
     subprocess.run([str(REPO / "images" / "build.sh"), *rebuilt], check=True)
     return names
@@ -65,7 +65,7 @@ def byo(images: dict[str, str]) -> None:
     """A user's own MPI images without Horovod (tests/images/byo/build.sh, which `make test` runs; built here when
     missing)."""
     missing = [name for name in BYO_NAMES if subprocess.run(["docker", "image", "inspect", byo_image(name)],
-                                                               capture_output=True).returncode != 0]  # fmt: skip
+                                                               capture_output=True).returncode != 0]
     if missing:
         subprocess.run([str(BYO / "build.sh")], check=True)
 
@@ -75,7 +75,7 @@ def digits(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """train.h5 and test.h5 written by cifar_mixup's own converter from scikit-learn's bundled digits."""
     out = tmp_path_factory.mktemp("digits")
     subprocess.run([sys.executable, "-m", "cifar_mixup.convert", "digits", "--out", str(out)], check=True,
-                   capture_output=True)  # fmt: skip
+                   capture_output=True)
     return out
 
 

@@ -81,7 +81,7 @@ class DockerKubelet:
         docker("network", "create", self.network)
 
     def start(self, pod: Mapping[str, Any], *, aliases: Sequence[str] = (), command: Sequence[str] | None = None,
-              extra_env: Mapping[str, str] | None = None, dns: str | None = None) -> Container:  # fmt: skip
+              extra_env: Mapping[str, str] | None = None, dns: str | None = None) -> Container:
         """Start `pod` (a Pod, or a batch Job's pod template): its init containers one after the other, each to a
         successful end, then its first container; `command` replaces that container's command. `dns`: a DNS server
         for the names Docker's embedded DNS does not know."""
@@ -118,7 +118,7 @@ class DockerKubelet:
         return prepare_volume(volume, pod_dir / volume["name"], self.objects, self.claims, fs_group)
 
     def _run_args(self, name: str, spec: Mapping[str, Any], container: Mapping[str, Any],
-                  volumes: Mapping[str, Path | None]) -> list[str]:  # fmt: skip
+                  volumes: Mapping[str, Path | None]) -> list[str]:
         """`docker run` options for one container of a pod: network, user, security, mounts."""
         security = spec.get("securityContext", {})
         fs_group = security.get("fsGroup")

@@ -74,7 +74,7 @@ def main() -> None:
             while state.batch < args.batches:
                 train_step(*batch(state.epoch, state.batch, hvd.rank()))
                 print(f"step rank={hvd.rank()} size={hvd.size()} epoch={state.epoch} batch={state.batch} host={host} "
-                      f"time={time.time():.3f}", flush=True)  # fmt: skip
+                      f"time={time.time():.3f}", flush=True)
                 time.sleep(args.step_seconds)
                 state.batch += 1
                 if state.batch % args.commit_every == 0:

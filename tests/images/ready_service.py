@@ -34,7 +34,7 @@ class ReadyService:
     def ready_times(self, worker: str) -> list[float]:
         """Each time the worker (its DNS name) became Ready, on the containers' clock, oldest first."""
         return [float(time) for time in re.findall(rf"^ready {re.escape(worker)} \S+ at (\S+)$",
-                                                   self.container.logs(), re.MULTILINE)]  # fmt: skip
+                                                   self.container.logs(), re.MULTILINE)]
 
 
 def start_ready_service(job: DockerJob, image: str) -> ReadyService:
@@ -46,7 +46,7 @@ def start_ready_service(job: DockerJob, image: str) -> ReadyService:
     name = f"{job.job.name}-ready-dns-{job.kubelet.id}"
     docker("run", "--detach", "--name", name, "--network", job.kubelet.network, "--user", "0",
            "--volume", f"{SERVER}:/ready_dns.py:ro", "--entrypoint", "python", image,
-           "/ready_dns.py", service, str(SSH_PORT), str(PROBE_SECONDS), *workers)  # fmt: skip
+           "/ready_dns.py", service, str(SSH_PORT), str(PROBE_SECONDS), *workers)
     container = Container(name, "ready-dns")
     job.kubelet.containers.append(container)  # removed with the job's containers
     container.wait_for_log("serving")

@@ -47,7 +47,7 @@ def commits(log: str) -> list[Step]:
 
 
 def elastic_body(name: str, command: list[str], *, minimum: int, maximum: int, workers: int = 2,
-                 wait_seconds: int = 120, **options) -> dict:  # fmt: skip
+                 wait_seconds: int = 120, **options) -> dict:
     body = job_body(name, command, workers=workers, wait_seconds=wait_seconds, **options)
     body["spec"]["elastic"] = {"minWorkers": minimum, "maxWorkers": maximum}
     return body
@@ -68,7 +68,7 @@ def wait_for(launcher: Container, what: str, condition: Callable[[str], bool], t
 def test_lost_worker_costs_ranks_not_the_job_and_its_replacement_joins_again(on_docker, images):
     name = "elastic"
     command = ["python", "/data/elastic_training.py", "--epochs", "5", "--batches", "40",
-               "--commit-every", str(COMMIT_EVERY), "--step-seconds", "0.5"]  # fmt: skip
+               "--commit-every", str(COMMIT_EVERY), "--step-seconds", "0.5"]
     job = on_docker(elastic_body(name, command, minimum=1, maximum=3))  # image: kubetrain/base
     shutil.copy(TRAINING, job.data_dir)
     for index in range(2):
@@ -79,7 +79,7 @@ def test_lost_worker_costs_ranks_not_the_job_and_its_replacement_joins_again(on_
     lost = f"{name}-worker-1"
 
     wait_for(launcher, "2 ranks training", lambda text: {s.host for s in steps(text) if s.size == 2} ==
-             {f"{name}-worker-0", lost} and bool(commits(text)))  # fmt: skip
+             {f"{name}-worker-0", lost} and bool(commits(text)))
     first_training = time.monotonic() - started
     killed_at = time.time()
     job.workers[1].kill()
@@ -93,7 +93,7 @@ def test_lost_worker_costs_ranks_not_the_job_and_its_replacement_joins_again(on_
     replaced_at = time.time()
     job.start_worker(1).wait_for_log("Server listening")  # the replacement: same pod name and DNS name
     log = wait_for(launcher, "the replacement training", lambda text: any(
-        s.size == 2 and s.host == lost and s.time > replaced_at for s in steps(text)))  # fmt: skip
+        s.size == 2 and s.host == lost and s.time > replaced_at for s in steps(text)))
     ready_at = next(t for t in ready.ready_times(worker_hostname(job.job, 1)) if t > replaced_at)
     joined = next(s for s in steps(log) if s.host == lost and s.time > replaced_at)
 
@@ -101,7 +101,7 @@ def test_lost_worker_costs_ranks_not_the_job_and_its_replacement_joins_again(on_
     job.start_worker(2).wait_for_log("Server listening")
     added = f"{name}-worker-2"
     log = wait_for(launcher, "the added worker training", lambda text: any(
-        s.size == 3 and s.host == added for s in steps(text)))  # fmt: skip
+        s.size == 3 and s.host == added for s in steps(text)))
     added_ready_at = ready.ready_times(worker_hostname(job.job, 2))[0]
     added_joined = next(s for s in steps(log) if s.host == added)
     code = launcher.wait(timeout=600)
@@ -111,7 +111,7 @@ def test_lost_worker_costs_ranks_not_the_job_and_its_replacement_joins_again(on_
     print(f"\nelastic: first steps {first_training:.1f} s after the launcher started; on 1 rank "
           f"{resumed.time - killed_at:.1f} s after the kill; replacement Ready {ready_at - killed_at:.1f} s after the "
           f"kill, training {joined.time - ready_at:.1f} s after Ready; added worker training "
-          f"{added_joined.time - added_ready_at:.1f} s after Ready")  # fmt: skip
+          f"{added_joined.time - added_ready_at:.1f} s after Ready")
 
 
 def test_lost_node_of_rank_0_stalls_training_for_the_gloo_timeout_not_minutes(on_docker, images):
@@ -142,9 +142,9 @@ def test_job_starts_on_min_workers_and_ranks_get_the_jobs_environment_not_the_la
     """Worker 1 never listens: the launcher goes on with elastic.minWorkers=1. An arbitrary uid (read-only root,
     nss_wrapper) also checks that horovodrun's own ssh finds the uid and the job's ssh config."""
     command = ["sh", "-c", 'echo "rank $HOROVOD_RANK of $HOROVOD_SIZE on $(hostname) as $(id -u)'
-               ' HOSTNAME=${HOSTNAME:-unset} GREETING=$GREETING"']  # fmt: skip
+               ' HOSTNAME=${HOSTNAME:-unset} GREETING=$GREETING"']
     body = elastic_body("few", command, minimum=1, maximum=2, wait_seconds=60, pod_template=ARBITRARY_UID,
-                        env=[{"name": "GREETING", "value": "hello from spec.env"}])  # fmt: skip
+                        env=[{"name": "GREETING", "value": "hello from spec.env"}])
     job = on_docker(body)  # image: kubetrain/base
     job.start_worker(0).wait_for_log("Server listening")
     job.start_worker(1, command=["sleep", "infinity"])  # its name resolves, nothing listens: never Ready
@@ -180,7 +180,7 @@ def test_launcher_gives_up_when_fewer_than_min_workers_accept_ssh(on_docker):
     assert launcher.wait(timeout=wait_seconds + 60) == 3, launcher.logs()
     log = launcher.logs()
     assert ("giving up on worker(s) short-worker-1.short.team.svc after 10s: 1 accepted ssh and the job needs "
-            "elastic.minWorkers=2 (launcher.waitForWorkersSeconds)") in log, log  # fmt: skip
+            "elastic.minWorkers=2 (launcher.waitForWorkersSeconds)") in log, log
     assert time.monotonic() - started < wait_seconds + 30
 
 
@@ -194,4 +194,4 @@ def test_image_without_horovod_fails_the_launcher_with_one_line_naming_the_fix(o
     assert len(lines) == 1, lines
     assert lines[0].startswith(f"kubetrain launcher: error: horovodrun not found in image {image} (PATH="), lines
     assert lines[0].endswith("): install Horovod with Gloo there (HOROVOD_WITH_GLOO=1 pip install horovod), or leave "
-                             "out spec.elastic"), lines  # fmt: skip
+                             "out spec.elastic"), lines

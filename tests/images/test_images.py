@@ -55,7 +55,7 @@ def test_entrypoints_image_copies_the_entrypoints_as_any_uid(images, scratch):
     target.chmod(0o777)
     result = subprocess.run(["docker", "run", "--rm", "--user", "1000650000:0", "--volume", f"{target}:/target",
                              images["entrypoints"], "cp", "-R", "/opt/kubetrain/entrypoints/.", "/target/"],
-                            capture_output=True, text=True, timeout=120)  # fmt: skip
+                            capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     for name in ("worker", "launcher"):
         assert (target / name).stat().st_mode & 0o001, f"{name} is not executable by other uids"

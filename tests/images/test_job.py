@@ -107,7 +107,7 @@ ARBITRARY_UID = {"spec": {"securityContext": {"runAsUser": 1000650000, "runAsGro
 
 
 @pytest.mark.parametrize(("pod_template", "user"), [({}, "1000:1000"), (ARBITRARY_UID, "1000650000:0")],
-                         ids=["uid-1000", "arbitrary-uid-gid-0"])  # fmt: skip
+                         ids=["uid-1000", "arbitrary-uid-gid-0"])
 def test_worker_sshd_accepts_the_jobs_key_on_a_read_only_root_under_any_uid(on_docker, pod_template, user):
     command = ["sh", "-c", 'echo "rank on $(hostname) as $(id -u):$(id -g)"']
     job = on_docker(job_body("anyuid", command, pod_template=pod_template))  # image: kubetrain/base

@@ -16,11 +16,11 @@ from tags import byo_image  # tests/images/byo, put on sys.path by conftest.py
 ALLREDUCE = ["python", "/opt/byo/allreduce.py"]
 # Each image's MPI (also what the launcher calls it): spec.mpi.implementation and the library's own words
 MPIS = {"openmpi4": ("OpenMPI", "Open MPI v4.1"), "openmpi5": ("OpenMPI", "Open MPI v5.0.11"),
-        "mpich": ("MPICH", "MPICH Version:"), "intelmpi": ("IntelMPI", "Intel(R) MPI Library 2021.14")}  # fmt: skip
+        "mpich": ("MPICH", "MPICH Version:"), "intelmpi": ("IntelMPI", "Intel(R) MPI Library 2021.14")}
 
 
 def own_job(name: str, mpi: str, ranks_per_pod: int, *, workers: int = 2, run_as_user: int | None = None,
-            launcher_runs_ranks: bool = False, wait_seconds: int = 60) -> dict:  # fmt: skip
+            launcher_runs_ranks: bool = False, wait_seconds: int = 60) -> dict:
     total = (workers + (1 if launcher_runs_ranks else 0)) * ranks_per_pod
     body = job_body(name, [*ALLREDUCE, str(total)], workers=workers, wait_seconds=wait_seconds)
     spec = body["spec"]
@@ -43,7 +43,7 @@ def run_to_end(job, timeout: float = 180) -> tuple[int, str]:
     ("openmpi5", 0, 1),  # root, as the image itself runs
     ("mpich", None, 2),  # the default uid 1000, which the image lacks: our nss_wrapper
     ("intelmpi", 1000650000, 1),
-], ids=["openmpi4-arbitrary-uid", "openmpi5-root", "mpich-uid-1000", "intelmpi-arbitrary-uid"])  # fmt: skip
+], ids=["openmpi4-arbitrary-uid", "openmpi5-root", "mpich-uid-1000", "intelmpi-arbitrary-uid"])
 def test_own_image_runs_an_allreduce_across_worker_pods(on_docker, byo, mpi, user, ranks_per_pod):
     job = on_docker(own_job("own", mpi, ranks_per_pod, run_as_user=user))
     code, log = run_to_end(job)
@@ -91,11 +91,11 @@ def test_image_without_sshd_or_ssh_fails_with_one_line_naming_what_to_install(on
     worker = job.start_worker(0)
     assert worker.wait(timeout=60) == 2
     assert worker.logs().strip() == ("kubetrain worker: error: sshd not found in image python:3.11-slim-bookworm: "
-                                     "install openssh-server")  # fmt: skip
+                                     "install openssh-server")
     launcher = job.start_launcher()
     assert launcher.wait(timeout=60) == 2
     assert launcher.logs().strip() == ("kubetrain launcher: error: ssh not found in image python:3.11-slim-bookworm: "
-                                       "install openssh-client")  # fmt: skip
+                                       "install openssh-client")
 
 
 def test_image_with_another_mpi_than_the_spec_says_is_named(on_docker, byo):
@@ -105,4 +105,4 @@ def test_image_with_another_mpi_than_the_spec_says_is_named(on_docker, byo):
     launcher = job.start_launcher()
     assert launcher.wait(timeout=60) == 2
     assert ("mpirun is IntelMPI but spec.mpi.implementation is OpenMPI: set spec.mpi.implementation: IntelMPI"
-            in launcher.logs()), launcher.logs()  # fmt: skip
+            in launcher.logs()), launcher.logs()

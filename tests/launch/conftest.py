@@ -45,7 +45,7 @@ def digits(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """train.h5 and test.h5 written by cifar_mixup's own converter from scikit-learn's bundled digits."""
     out = tmp_path_factory.mktemp("digits")
     subprocess.run([sys.executable, "-m", "cifar_mixup.convert", "digits", "--out", str(out)], check=True,
-                   capture_output=True)  # fmt: skip
+                   capture_output=True)
     return out
 
 

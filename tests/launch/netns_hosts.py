@@ -125,9 +125,9 @@ class Network:
             drop = ["setpriv", f"--reuid={uid}", f"--regid={gid if gid is not None else uid}"]
             drop += [f"--groups={','.join(map(str, groups))}"] if groups else ["--clear-groups"]
         command = ["ip", "netns", "exec", host.namespace, "unshare", "--uts", "--",
-                   "sh", "-c", 'hostname "$0" && exec "$@"', host.hostname, *drop, *argv]  # fmt: skip
+                   "sh", "-c", 'hostname "$0" && exec "$@"', host.hostname, *drop, *argv]
         return subprocess.Popen(command, env=dict(env), stdout=log, stderr=subprocess.STDOUT, text=True, cwd=cwd,
-                                start_new_session=True)  # fmt: skip
+                                start_new_session=True)
 
     def pids(self, host: Host) -> list[int]:
         result = ip("netns", "pids", host.namespace, check=False)

@@ -64,7 +64,7 @@ class Kubelet:
     """Starts pods built by kubetrain's builders on hosts of a `Network`."""
 
     def __init__(self, network: Network, root: Path, objects: Sequence[Mapping[str, Any]], claims: Mapping[str, Path],
-                 job_paths: Mapping[str, Path], *, as_pod_user: bool) -> None:  # fmt: skip
+                 job_paths: Mapping[str, Path], *, as_pod_user: bool) -> None:
         self.network = network
         self.root = root
         self.objects = {(o["kind"], o["metadata"]["name"]): o for o in objects}
@@ -110,7 +110,7 @@ class Kubelet:
 
 
 def prepare_volume(volume: Mapping[str, Any], path: Path, objects: Mapping[tuple[str, str], Mapping[str, Any]],
-                   claims: Mapping[str, Path], fs_group: int | None) -> Path:  # fmt: skip
+                   claims: Mapping[str, Path], fs_group: int | None) -> Path:
     """The host folder backing a pod volume, laid out as kubelet lays it out: a claim's shared folder, a fresh
     world-writable emptyDir, or a Secret's / ConfigMap's files from `objects` (keyed by (kind, name))."""
     if "persistentVolumeClaim" in volume:

@@ -44,7 +44,7 @@ NSS_WRAPPER = next(iter(glob.glob("/usr/lib/*/libnss_wrapper.so")), None)
         pytest.param("arbitrary uid, read-only passwd", ARBITRARY_UID, "4242",
                      marks=pytest.mark.skipif(not NSS_WRAPPER, reason="libnss-wrapper is not installed")),
     ],
-)  # fmt: skip
+)
 def test_launcher_runs_one_rank_on_each_worker(deploy, user, pod_template, uid):
     """As root, as the pods' uid 1000, and as an uid the image does not know (OpenShift-style, group 0): the image's
     /etc/passwd is writable by group 0, or read-only (readOnlyRootFilesystem) and nss_wrapper serves the uid."""
@@ -110,7 +110,7 @@ ENTRYPOINTS = Path(__file__).resolve().parents[2] / "images" / "entrypoints"
 def run_entrypoint(name: str, args: list[str], env: dict[str, str], home: Path) -> subprocess.CompletedProcess[str]:
     environment = {"PATH": os.environ["PATH"], "HOME": str(home), **env}
     return subprocess.run([str(ENTRYPOINTS / name), *args], env=environment, capture_output=True, text=True,
-                          timeout=30)  # fmt: skip
+                          timeout=30)
 
 
 @pytest.mark.parametrize(
@@ -127,7 +127,7 @@ def run_entrypoint(name: str, args: list[str], env: dict[str, str], home: Path) 
         ("worker", [], {"KUBETRAIN_SSH_DIR": "/nonexistent/ssh"}, "KUBETRAIN_SSH_DIR=/nonexistent/ssh does not exist"),
         ("worker", [], {"DROP_KEY": "authorized_keys"}, "/authorized_keys is missing or unreadable by uid 0"),
     ],
-)  # fmt: skip
+)
 def test_entrypoints_reject_a_broken_pod_configuration_with_exit_code_2(tmp_path, name, args, env, message):
     """What a user sees in `kubectl logs` when the pod lacks what the entrypoint needs; no sshd or ssh is started."""
     ssh = tmp_path / "ssh"
@@ -137,7 +137,7 @@ def test_entrypoints_reject_a_broken_pod_configuration_with_exit_code_2(tmp_path
             (ssh / key).write_text("placeholder\n")
     (tmp_path / "hostfile").write_text("demo-worker-0.demo.team.svc slots=1\n")
     contract = {"KUBETRAIN_SSH_DIR": str(ssh), "KUBETRAIN_HOSTFILE": str(tmp_path / "hostfile"),
-                "KUBETRAIN_NUM_PROCESSES": "1", "KUBETRAIN_WAIT_SECONDS": "1"}  # fmt: skip
+                "KUBETRAIN_NUM_PROCESSES": "1", "KUBETRAIN_WAIT_SECONDS": "1"}
     env = {k: v for k, v in env.items() if k != "DROP_KEY"}
     result = run_entrypoint(name, args, {**contract, **env}, tmp_path / "home")
     assert result.returncode == 2, result.stderr

@@ -31,7 +31,7 @@ def test_example_job_trains_locally_with_two_ranks(tmp_path, digits):
         [sys.executable, "-m", "kubetrain.cli", "run", str(EXAMPLE), "--local", "--data-dir", "volume",
          "--checkpoint-dir", "checkpoints", "--", "--epochs", "2"],
         cwd=tmp_path, capture_output=True, text=True, timeout=400, env=activated_environment(),
-    )  # fmt: skip
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     job_dir = tmp_path / "checkpoints" / "default" / "cifar-mixup"  # <volume>/<namespace>/<name>, as in the cluster
     assert "running default/cifar-mixup locally with 2 rank(s)" in result.stderr

@@ -148,12 +148,12 @@ def operator_settings(docs: list[dict[str, Any]]) -> Settings:
 
 
 @pytest.mark.parametrize("values", [(), NAMESPACED, ("--set", "kueue.enabled=true")],
-                         ids=["cluster-wide", "namespaced", "kueue"])  # fmt: skip
+                         ids=["cluster-wide", "namespaced", "kueue"])
 def test_rules_allow_every_watch_and_every_child_the_operator_manages(values: tuple[str, ...]) -> None:
     docs = render(*values)
     watches = watched(operator_settings(docs))
     roles = {(role["kind"], role["metadata"].get("namespace")): role for role in docs
-             if role["kind"] in ("ClusterRole", "Role") and not is_leader_rbac(role)}  # fmt: skip
+             if role["kind"] in ("ClusterRole", "Role") and not is_leader_rbac(role)}
     for _, resource in watches:  # what the operator lists and watches, where, is what it may list and watch there
         role = roles[("Role", resource.namespace)] if resource.namespace else roles[("ClusterRole", None)]
         group = resource.api_version.rpartition("/")[0]

@@ -67,7 +67,7 @@ def test_render_prints_every_child_the_operator_creates(tmp_path, capsys):
     launcher = documents[-1]["spec"]["template"]["spec"]["containers"][0]
     assert launcher["command"] == [
         "/opt/kubetrain/entrypoints/launcher", "python", "-m", "mnist", "--data-dir", "/data/mnist", "--epochs", "2"
-    ]  # fmt: skip
+    ]
 
 
 def test_render_never_prints_key_material(tmp_path, capsys):
@@ -154,7 +154,7 @@ def test_local_plan_sets_the_environment_contract(tmp_path):
     assert argv[:3] == ["mpirun", "-np", "4"] and "--allow-run-as-root" not in argv
     # the volumes' mount paths in the command point into the local folders; extra arguments come last
     assert argv[-10:] == ["python", "-m", "mnist", "--data-dir", str(tmp_path / "data" / "mnist"), "--epochs", "2",
-                          "--epochs", "1", f"--export={tmp_path / 'ckpt' / 'final'}"]  # fmt: skip
+                          "--epochs", "1", f"--export={tmp_path / 'ckpt' / 'final'}"]
     assert env["EXPORT_TO"] == str(tmp_path / "ckpt" / "exports")
     assert env["NOT_EXPANDED"] == "$(HOME)/x", "as in a pod, only the container's own variables expand"
     forwarded = {argv[i + 1] for i, word in enumerate(argv) if word == "-x"}
@@ -246,7 +246,7 @@ def test_render_shows_one_object_of_every_registered_child_kind_and_nothing_else
     shown = set()
     for scheduling in ({}, {"gang": {"scheduler": "Coscheduling"}}, {"gang": {"scheduler": "Volcano"}}):
         job = parse_job({**body, "metadata": {"name": "cifar", "namespace": "ns", "uid": "u"},
-                         "spec": {**body["spec"], "scheduling": scheduling}})  # fmt: skip
+                         "spec": {**body["spec"], "scheduling": scheduling}})
         shown |= {(obj["apiVersion"], obj["kind"]) for obj in child_objects(job, PLACEHOLDER_KEYS)}
     assert shown == set(BY_KIND)
 

@@ -31,8 +31,10 @@ kt_require() {
 
 kt_prepare_home() {
   if [ -z "${HOME:-}" ] || [ "$HOME" = / ] || ! { mkdir -p "$HOME" 2>/dev/null && [ -w "$HOME" ]; }; then
-    local fallback="${TMPDIR:-/tmp}/kubetrain-home-$(id -u)"
-    mkdir -p "$fallback" && chmod 0700 "$fallback" || kt_die "HOME ($HOME) is not writable and neither is $fallback"
+    local fallback
+    fallback="${TMPDIR:-/tmp}/kubetrain-home-$(id -u)"
+    { mkdir -p "$fallback" && chmod 0700 "$fallback"; } ||
+      kt_die "HOME ($HOME) is not writable and neither is $fallback"
     kt_log "HOME (${HOME:-unset}) is not writable; using $fallback"
     export HOME=$fallback
   fi
@@ -96,10 +98,11 @@ nss_wrapper does not load there: add the user to the image (useradd --uid $uid) 
 
 kt_copy_ssh_files() {
   local source=${KUBETRAIN_SSH_DIR:-/etc/kubetrain/ssh} name
+  # shellcheck disable=SC2034 # read by worker.sh and launcher.sh
   KT_PORT=${KUBETRAIN_SSH_PORT:-2222}
   KT_SSH_DIR="$HOME/.ssh"
   [ -d "$source" ] || kt_die "KUBETRAIN_SSH_DIR=$source does not exist (the job's <name>-ssh Secret is not mounted)"
-  mkdir -p "$KT_SSH_DIR" && chmod 0700 "$KT_SSH_DIR" || kt_die "cannot create $KT_SSH_DIR"
+  { mkdir -p "$KT_SSH_DIR" && chmod 0700 "$KT_SSH_DIR"; } || kt_die "cannot create $KT_SSH_DIR"
   for name in "$@"; do
     [ -r "$source/$name" ] || kt_die "$source/$name is missing or unreadable by uid $(id -u) (Secret key $name;\
  for a non-root uid the pod needs fsGroup so the 0400 Secret files are group-readable)"

@@ -43,7 +43,7 @@ def is_own(host: str, own_hostname: str) -> bool:
 
 
 def ready_lines(hosts: Iterable[tuple[str, str]], own_hostname: str, ready_ips: set[str],
-                resolve: Callable[[str], set[str]]) -> list[str]:  # fmt: skip
+                resolve: Callable[[str], set[str]]) -> list[str]:
     """The lines to print, in file order: this pod's, then each worker whose address is a Ready one."""
     chosen = []
     for host, line in hosts:
@@ -67,7 +67,7 @@ def main() -> int:
     service = os.environ.get("KUBETRAIN_READY_SERVICE", "")
     if not hosts_file or not service:
         print("kubetrain discovery: error: KUBETRAIN_ELASTIC_HOSTS and KUBETRAIN_READY_SERVICE must be set",
-              file=sys.stderr)  # fmt: skip
+              file=sys.stderr)
         return 2
     try:
         with open(hosts_file) as file:

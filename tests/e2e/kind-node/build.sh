@@ -180,6 +180,7 @@ build_node_image() {
   for b in kubeadm kubelet kubectl; do run "copying $b" docker cp "$bin/$b" "$container:/usr/bin/$b"; done
   docker exec "$container" bash -c "mkdir -p /kind && echo $KUBERNETES_VERSION >/kind/version"
   docker exec "$container" bash -c 'nohup containerd >/var/log/containerd-build.log 2>&1 &'
+  # shellcheck disable=SC2016 # expanded by bash inside the container
   run "waiting for the node's containerd" docker exec "$container" bash -c \
     'for i in $(seq 30); do [ -S /run/containerd/containerd.sock ] && ctr version && exit 0; sleep 1; done; exit 1'
   # shellcheck disable=SC2046

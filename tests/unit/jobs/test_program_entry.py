@@ -40,7 +40,7 @@ print("probe: " + json.dumps({"exit": code, "loaded": loaded}))
 
 
 def probe(module: str, *argv: str, cwd: Path, env: dict[str, str] | None = None,
-          ) -> tuple[dict, subprocess.CompletedProcess]:  # fmt: skip
+          ) -> tuple[dict, subprocess.CompletedProcess]:
     done = subprocess.run([sys.executable, "-c", PROBE, module, *argv], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=300)
     report = [line for line in done.stdout.splitlines() if line.startswith("probe: ")]

@@ -26,7 +26,7 @@ NS, JOB, UID = "team", "cifar", "uid-cifar"
 
 def obj(name: str, version: int, owner: str | None = UID, **extra: Any) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": NS, "resourceVersion": str(version),
-                            "labels": {"kubetrain.dev/job-name": JOB}, "uid": f"uid-{name}"}  # fmt: skip
+                            "labels": {"kubetrain.dev/job-name": JOB}, "uid": f"uid-{name}"}
     if owner:
         meta["ownerReferences"] = [{"uid": owner}]
     return {"metadata": meta, **extra}
@@ -132,7 +132,7 @@ def test_only_owned_children_and_the_launchers_pods_are_in_the_snapshot():
     launcher = obj("cifar-launcher", 5)
     listed = {
         "pods": [obj("cifar-worker-0", 6), obj("cifar-launcher-x1", 7, owner="uid-cifar-launcher"),
-                 obj("imposter", 8, owner="someone-else")],  # fmt: skip
+                 obj("imposter", 8, owner="someone-else")],
         "jobs": [launcher],
         **{child.field: [] for child in WATCHED_KINDS if child.field not in ("pods", "jobs")},
     }

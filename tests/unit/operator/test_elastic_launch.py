@@ -52,13 +52,13 @@ def elastic_hosts_text(launcher_runs_ranks: bool = False, slots: int = 1) -> str
 
 def bash(script: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["bash", "-c", f'set -euo pipefail; . "{LIB}/elastic.sh"; {script}', "elastic.sh", *args],
-                          capture_output=True, text=True, timeout=10)  # fmt: skip
+                          capture_output=True, text=True, timeout=10)
 
 
 def command(minimum: int = 1, maximum: int = 3, slots: int = 1, own: int = 0, iface: str = "eth0") -> list[str]:
     script = 'kt_elastic_command "$@"; printf "%s\\0" "${KT_ELASTIC_ARGV[@]}"'
     result = bash(script, PYTHON, ENTRYPOINTS_LIB, str(minimum), str(maximum), str(slots), str(own), iface, "300",
-                  "2222", KEY, "python", "-c", "print('a b')")  # fmt: skip
+                  "2222", KEY, "python", "-c", "print('a b')")
     assert result.returncode == 0, result.stderr
     return result.stdout.split("\0")[:-1]
 
@@ -110,7 +110,7 @@ def test_horovodrun_runs_with_a_timeout_on_its_sockets(monkeypatch):
 
     seen = {}
     monkeypatch.setattr(launch, "run_commandline", lambda: seen.update(timeout=socket.getdefaulttimeout(),
-                                                                       program=sys.argv[0]))  # fmt: skip
+                                                                       program=sys.argv[0]))
     monkeypatch.setattr(sys, "argv", [f"{ENTRYPOINTS_LIB}/horovodrun.py", "-np", "1"])
     try:
         assert runner.main() == 0
@@ -125,7 +125,7 @@ def test_horovodrun_runs_with_a_timeout_on_its_sockets(monkeypatch):
     ("#!/usr/bin/env python3", "python3"),
     ("#!/bin/sh", ""),  # pip's wrapper for a long path: the launcher falls back to python3
     ("import sys", ""),
-])  # fmt: skip
+])
 def test_the_discovery_runs_with_horovodruns_own_python(shebang, python):
     result = bash('kt_elastic_python "$1"', shebang)
     assert (result.returncode, result.stdout.strip()) == (0, python)
@@ -191,9 +191,9 @@ def run_discovery(monkeypatch, capsys, tmp_path, answers) -> tuple[int, str, str
 
 def test_discovery_prints_the_ready_workers(monkeypatch, capsys, tmp_path):
     answers = {"t-ready.ns.svc": ["10.0.0.5", "10.0.0.7"], "t-worker-0.t.ns.svc": ["10.0.0.5"],
-               "t-worker-1.t.ns.svc": ["10.0.0.6"], "t-worker-2.t.ns.svc": ["10.0.0.7"]}  # fmt: skip
+               "t-worker-1.t.ns.svc": ["10.0.0.6"], "t-worker-2.t.ns.svc": ["10.0.0.7"]}
     assert run_discovery(monkeypatch, capsys, tmp_path, answers) == (0, "t-worker-0.t.ns.svc:1\n"
-                                                                        "t-worker-2.t.ns.svc:1\n", "")  # fmt: skip
+                                                                        "t-worker-2.t.ns.svc:1\n", "")
 
 
 def test_no_ready_worker_is_an_empty_answer_not_an_error(monkeypatch, capsys, tmp_path):
@@ -204,7 +204,7 @@ def test_no_ready_worker_is_an_empty_answer_not_an_error(monkeypatch, capsys, tm
 @pytest.mark.parametrize("failing", ["t-ready.ns.svc", "t-worker-1.t.ns.svc"])
 def test_dns_trouble_exits_1_so_horovod_keeps_its_hosts(monkeypatch, capsys, tmp_path, failing):
     answers: dict[str, list[str] | int] = {"t-ready.ns.svc": ["10.0.0.5"], "t-worker-0.t.ns.svc": ["10.0.0.5"],
-                                           failing: socket.EAI_AGAIN}  # fmt: skip
+                                           failing: socket.EAI_AGAIN}
     code, out, err = run_discovery(monkeypatch, capsys, tmp_path, answers)
     assert (code, out) == (1, "")
     assert err.startswith(f"kubetrain discovery: cannot resolve {failing}: "), err

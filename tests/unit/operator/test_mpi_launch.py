@@ -34,7 +34,7 @@ SSH = "-F /h/.ssh/ssh_config -i /h/.ssh/id_ed25519 -p 2222 -o StrictHostKeyCheck
 
 def bash(script: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["bash", "-c", f'set -euo pipefail; . "{MPI_SH}"; {script}', "mpi.sh", *args],
-                          capture_output=True, text=True, timeout=10)  # fmt: skip
+                          capture_output=True, text=True, timeout=10)
 
 
 def flavor(implementation: str, version: str) -> tuple[int, str]:
@@ -43,10 +43,10 @@ def flavor(implementation: str, version: str) -> tuple[int, str]:
 
 
 def command(flavor_name: str, as_root: str = "0", names: str = "PATH KUBETRAIN_JOB_NAME",
-            iface: str = "eth0") -> list[str]:  # fmt: skip
+            iface: str = "eth0") -> list[str]:
     script = 'kt_mpi_command "$@"; printf "%s\\0" "${KT_MPI_ARGV[@]}"'
     result = bash(script, flavor_name, "4", "/etc/kubetrain/hosts/hostfile", SSH, iface, as_root, names,
-                  "python", "-c", "print('a b')")  # fmt: skip
+                  "python", "-c", "print('a b')")
     assert result.returncode == 0, result.stderr
     return result.stdout.split("\0")[:-1]
 
@@ -57,7 +57,7 @@ def test_the_launcher_tells_each_mpi_from_its_version_text(name):
 
 
 @pytest.mark.parametrize(("implementation", "found"), [("OpenMPI", "intelmpi"), ("MPICH", "openmpi5"),
-                                                       ("IntelMPI", "mpich")])  # fmt: skip
+                                                       ("IntelMPI", "mpich")])
 def test_another_mpi_in_the_image_is_named_with_the_fix(implementation, found):
     code, message = flavor(implementation, VERSIONS[found])
     assert code == 1
@@ -72,7 +72,7 @@ def test_an_unknown_version_text_falls_back_to_what_the_spec_says():
 def test_open_mpi_4_gets_ortes_options_and_keeps_full_host_names():
     argv = command("openmpi4")
     assert argv[:9] == ["mpirun", "-np", "4", "--hostfile", "/etc/kubetrain/hosts/hostfile", "--bind-to", "none",
-                        "--map-by", "slot"]  # fmt: skip
+                        "--map-by", "slot"]
     assert argv[argv.index("plm_rsh_args") + 1] == SSH
     assert "orte_keep_fqdn_hostnames" in argv and "plm_rsh_no_tree_spawn" in argv and "--prtemca" not in argv
     assert argv[-7:] == ["-x", "PATH", "-x", "KUBETRAIN_JOB_NAME", "python", "-c", "print('a b')"]
@@ -98,14 +98,14 @@ def test_intel_mpi_gets_bootstrap_options_and_a_machinefile():
     argv = command("intelmpi", as_root="1", iface="")  # no --allow-run-as-root: Intel's mpirun refuses it
     assert argv == ["mpirun", "-bootstrap", "ssh", "-bootstrap-exec-args", SSH, "-machinefile",
                     "/etc/kubetrain/hosts/hostfile", "-n", "4", "-genvlist", "PATH,KUBETRAIN_JOB_NAME",
-                    "python", "-c", "print('a b')"]  # fmt: skip
+                    "python", "-c", "print('a b')"]
 
 
 @pytest.mark.parametrize(("implementation", "lines"), [
     ("OpenMPI", ["t-launcher slots=2", "t-worker-0.t.ns.svc slots=2", "t-worker-1.t.ns.svc slots=2"]),
     ("MPICH", ["t-launcher:2", "t-worker-0.t.ns.svc:2", "t-worker-1.t.ns.svc:2"]),
     ("IntelMPI", ["t-launcher:2", "t-worker-0.t.ns.svc:2", "t-worker-1.t.ns.svc:2"]),
-])  # fmt: skip
+])
 def test_hostfile_has_each_mpis_format_and_the_launcher_first_when_it_runs_ranks(implementation, lines):
     body = named(training(workers=2, slotsPerWorker=2, resources={}, mpi={"implementation": implementation}))
     assert build_hosts_configmap(parse_job(body))["data"]["hostfile"].splitlines() == lines[1:]

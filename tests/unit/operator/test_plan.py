@@ -94,14 +94,14 @@ def test_launcher_is_created_only_when_every_worker_is_ready() -> None:
 def test_the_access_rank_0_reports_progress_with_comes_with_the_launcher_and_stays() -> None:
     job = job_of()
     ready = Children(pods=[worker(job, 0), worker(job, 1)],
-                     **{**config_children(job), "roles": [], "rolebindings": []})  # fmt: skip
+                     **{**config_children(job), "roles": [], "rolebindings": []})
     assert sorted(created_kinds(decide(job, {}, ready, NOW))) == ["Job", "Role", "RoleBinding"]
     batch, pod = launcher(job)
     running = Children(pods=[worker(job, 0), worker(job, 1), pod], jobs=[batch],
-                       **{**config_children(job), "roles": [], "rolebindings": []})  # fmt: skip
+                       **{**config_children(job), "roles": [], "rolebindings": []})
     assert sorted(created_kinds(decide(job, {}, running, NOW))) == ["Role", "RoleBinding"], "deleted: made again"
     half = Children(pods=[worker(job, 0), worker(job, 1, ready=False)],
-                    **{**config_children(job), "roles": [], "rolebindings": []})  # fmt: skip
+                    **{**config_children(job), "roles": [], "rolebindings": []})
     assert created_kinds(decide(job, {}, half, NOW)) == []
 
 

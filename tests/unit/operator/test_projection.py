@@ -29,7 +29,7 @@ def stored(obj: dict[str, Any], uid: str) -> dict[str, Any]:
     """`obj` as the API server returns it: uid, resourceVersion, managedFields, server-set fields."""
     body = copy.deepcopy(obj)
     body["metadata"].update({"uid": uid, "resourceVersion": "42", "managedFields": MANAGED,
-                             "creationTimestamp": "2026-11-24T11:59:00Z"})  # fmt: skip
+                             "creationTimestamp": "2026-11-24T11:59:00Z"})
     return body
 
 
@@ -49,7 +49,7 @@ def world(job: Any, workers: list[dict[str, Any]], launcher_status: dict[str, An
     children["services"].append(service)
     children["configmaps"].append(stored(build_hosts_configmap(job), "uid-configmap"))
     children["secrets"].append(stored({"metadata": {"name": f"{job.name}-ssh"}, "data": {"id": "c2VjcmV0"}},
-                                      "uid-secret"))  # fmt: skip
+                                      "uid-secret"))
     children["serviceaccounts"].append(stored(build_service_account(job), "uid-sa"))
     children["roles"].append(stored(build_role(job), "uid-role"))
     children["rolebindings"].append(stored(build_role_binding(job), "uid-rolebinding"))
@@ -58,7 +58,7 @@ def world(job: Any, workers: list[dict[str, Any]], launcher_status: dict[str, An
 
 READY = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}],
          "containerStatuses": [{"name": "worker", "ready": True, "restartCount": 0, "image": "train:1",
-                                "state": {"running": {"startedAt": "2026-11-24T11:59:30Z"}}}]}  # fmt: skip
+                                "state": {"running": {"startedAt": "2026-11-24T11:59:30Z"}}}]}
 SCENARIOS = {
     "all ready, no launcher yet": ([READY, READY], None),
     "running": ([READY, READY], {"active": 1, "startTime": "2026-11-24T11:59:40Z"}),
@@ -121,7 +121,7 @@ def test_a_workload_keeps_its_status_not_the_pod_templates_of_its_spec() -> None
             "spec": {"podSets": [{"template": {"spec": {"containers": []}}}]},
             "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "message": "no quota"}]}}
     assert kept(WORKLOADS, body) == {"metadata": {"name": "cifar-0-1a2b3c4d", "namespace": "team"},
-                                     "status": body["status"]}  # fmt: skip
+                                     "status": body["status"]}
     owned = {**body, "metadata": {**body["metadata"], "ownerReferences": [{"kind": "Pod", "name": "cifar-worker-0"}]}}
     assert kept(WORKLOADS, owned)["metadata"]["ownerReferences"] == owned["metadata"]["ownerReferences"]
 

@@ -30,9 +30,9 @@ INVALID = 'Pod "t-worker-0" is invalid: spec.containers[0].image: Required value
     (403, PSA, r.ADMISSION_DENIED, False),
     (403, MUST_LIMIT, r.ADMISSION_DENIED, False),
     (422, INVALID, r.INVALID_SPEC, False),
-])  # fmt: skip
+])
 def test_each_refusal_gets_a_reason_a_fix_and_a_retry_verdict(code: int, message: str, reason: str,
-                                                              retry: bool) -> None:  # fmt: skip
+                                                              retry: bool) -> None:
     refusal = classify(code, "Pod", "t-worker-0", message)
     assert refusal is not None
     assert (refusal.reason, refusal.retry) == (reason, retry)
@@ -70,7 +70,7 @@ BAD_CLAIM = ('Pod "t-worker-0" is invalid: spec.volumes[2].persistentVolumeClaim
     ("Pod", 422, BAD_SELECTOR, "spec.scheduling.nodeSelector"),
     ("Job", 422, BAD_LAUNCHER_ENV, "spec.env"),
     ("Pod", 422, BAD_CLAIM, "spec.data.claimName or spec.checkpoint.claimName"),
-])  # fmt: skip
+])
 def test_a_refusal_names_the_spec_field_to_change(kind: str, code: int, message: str, field: str) -> None:
     refusal = classify(code, kind, "t-worker-0", message)
     assert refusal is not None

@@ -25,7 +25,7 @@ PODS = Resource("v1", "Pod", "pods", NS, "kubetrain.dev/job-name")
 
 def pod(name: str, version: int, job: str = "cifar", **status: Any) -> dict[str, Any]:
     return {"metadata": {"name": name, "namespace": NS, "resourceVersion": str(version),
-                         "labels": {"kubetrain.dev/job-name": job}}, "status": status}  # fmt: skip
+                         "labels": {"kubetrain.dev/job-name": job}}, "status": status}
 
 
 def line(kind: str, obj: dict[str, Any]) -> bytes:
