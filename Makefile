@@ -3,6 +3,8 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 RUNS ?= runs/demo
+# The training programs: each package under jobs/ that ships a job.yaml (images/build.sh and tests find them so too).
+PROGRAMS := $(patsubst jobs/%/job.yaml,%,$(wildcard jobs/*/job.yaml))
 
 .PHONY: setup demo test unit lint images
 
@@ -31,7 +33,7 @@ unit: setup
 # Python (ruff, mypy), every shell script (shellcheck: .ci/shell-scripts lists them) and Dockerfile (hadolint).
 lint: setup
 	$(VENV)/bin/ruff check operator jobs tests
-	$(VENV)/bin/mypy -p kubetrain -p trainlib -p cifar_mixup -p mnist -p ucluster -p higgs
+	$(VENV)/bin/mypy -p kubetrain -p trainlib $(addprefix -p ,$(PROGRAMS))
 	$(VENV)/bin/shellcheck $$(.ci/shell-scripts)
 	$(VENV)/bin/hadolint $$(git ls-files --cached --others --exclude-standard -- \
 	  Dockerfile '*/Dockerfile' '*.Dockerfile' 'Dockerfile.*' '*/Dockerfile.*')

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds every kubetrain image into the local Docker engine (`make images`): kubetrain/base, kubetrain/operator,
-# kubetrain/entrypoints (what every job pod runs, copied in by an init container) and one image per training program (kubetrain/cifar-mixup, ucluster, mnist, higgs), tagged with the chart's appVersion.
+# kubetrain/entrypoints (what every job pod runs, copied in by an init container) and one image per training program
+# (each package under jobs/ with a job.yaml, e.g. kubetrain/cifar-mixup), tagged with the chart's appVersion.
 # Starts the engine and makes the public base image available first (.ci/docker-engine, .ci/base-images), and puts
 # the Horovod wheel .ci/setup built on this machine into the base image's context (images/base/wheels/) so Horovod is
 # compiled once per machine. Docker's layer cache does the rest: a change in jobs/ rebuilds only the program layers.
@@ -13,7 +14,9 @@ cd "$repo"
 "$repo/.ci/base-images"
 
 tag=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' charts/kubetrain/Chart.yaml)
-programs=(cifar_mixup ucluster mnist higgs)
+# the training programs: each package under jobs/ that ships a job.yaml
+programs=()
+for job in jobs/*/job.yaml; do programs+=("$(basename "$(dirname "$job")")"); done
 wanted=("$@")
 [ ${#wanted[@]} -gt 0 ] || wanted=(base operator entrypoints "${programs[@]}")
 

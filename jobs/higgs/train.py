@@ -146,7 +146,7 @@ def run_trainer(settings: TrainerSettings, args: argparse.Namespace, context: Wo
                                           batch_size=settings.batch_size, seed=args.seed)
     steps = distributed.broadcast_object(train.steps if train else 0, root_rank=1 if settings.parameter_server else 0)
     recorder = EpochRecorder.for_rank(context, checkpoint_dir, args.keep_checkpoints, f"Higgs ({settings.name})",
-                                      args.epochs, steps)
+                                      args.epochs, steps, headline="val_f1")
     start = restore_and_broadcast(context, recorder.manager if recorder else None, variables)
     seconds = 0.0
     if recorder:

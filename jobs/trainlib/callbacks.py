@@ -185,7 +185,8 @@ class ProgressCallback(tf.keras.callbacks.Callback):
 
 
 def chief_callbacks(context: WorkerContext, manager: CheckpointManager, variables: Mapping[str, Sequence[tf.Variable]],
-                    title: str, epochs: int, steps: int, initial_epoch: int) -> list[tf.keras.callbacks.Callback]:
+                    title: str, epochs: int, steps: int, initial_epoch: int, headline: str | None = None,
+                    ) -> list[tf.keras.callbacks.Callback]:
     """Checkpoint after every epoch, then history (json; the plot by time), then progress in the job's status (by
     time), all written on one background thread so that training never waits for a disk or the API server."""
     history = HistoryLog(manager.directory, title, plot_interval=PLOT_INTERVAL_SECONDS)
@@ -195,6 +196,6 @@ def chief_callbacks(context: WorkerContext, manager: CheckpointManager, variable
     # History before the checkpoint: a kill between the two leaves an epoch recorded but not saved, which the resume
     # drops and trains again (HistoryLog.resume_at); the other order would lose the epoch from history for good.
     return [HistoryCallback(history, writer), checkpoints,
-            ProgressCallback(ProgressReporter.from_environment(), epochs, steps, checkpoints, writer,
+            ProgressCallback(ProgressReporter.from_environment(headline=headline), epochs, steps, checkpoints, writer,
                              report_interval=REPORT_INTERVAL_SECONDS),
             writer]

@@ -71,15 +71,16 @@ class EpochRecorder:
 
     @classmethod
     def for_rank(cls, context: WorkerContext, checkpoint_dir: str, keep: int, title: str, epochs: int,
-                 steps_per_epoch: int, reporter: ProgressReporter | None = None) -> EpochRecorder | None:
+                 steps_per_epoch: int, reporter: ProgressReporter | None = None, headline: str | None = None,
+                 ) -> EpochRecorder | None:
         """The recorder on rank 0, writing on a background thread; None on every other rank (they never touch the
         checkpoint directory)."""
         if not context.is_chief:
             return None
         return cls(CheckpointManager(checkpoint_dir, keep),
                    HistoryLog(checkpoint_dir, title, plot_interval=PLOT_INTERVAL_SECONDS),
-                   reporter or ProgressReporter.from_environment(), epochs, steps_per_epoch, context.rank,
-                   BackgroundWriter())
+                   reporter or ProgressReporter.from_environment(headline=headline), epochs, steps_per_epoch,
+                   context.rank, BackgroundWriter())
 
     def resume_at(self, epochs_done: int) -> None:
         """Drop history records newer than the restored checkpoint."""

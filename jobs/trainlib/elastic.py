@@ -137,7 +137,7 @@ def run_elastic(train: Callable[[Any], T], state: Any) -> T:
 
 def fit_elastic(model: tf.keras.Model, inputs: InputFactory, finish: Callable[[WorkerContext, RankInput | None], T],
                 *, epochs: int, learning_rate: float, warmup_epochs: int, checkpoint_dir: str, keep_checkpoints: int,
-                title: str, commit_every_batches: int,
+                title: str, commit_every_batches: int, headline: str | None = None,
                 extra_callbacks: Sequence[tf.keras.callbacks.Callback] = ()) -> T:
     """Train from the latest checkpoint (or the last commit, after a reset) up to `epochs`, then return
     `finish(context, validation)`, which runs in the elastic function too (a held-out evaluation survives a reset).
@@ -168,7 +168,7 @@ def fit_elastic(model: tf.keras.Model, inputs: InputFactory, finish: Callable[[W
         chief: list[tf.keras.callbacks.Callback] = []
         if context.is_chief:
             chief = chief_callbacks(context, CheckpointManager(checkpoint_dir, keep_checkpoints), variables, title,
-                                    epochs, train_input.steps, state.epoch)
+                                    epochs, train_input.steps, state.epoch, headline)
         common = distributed.horovod_callbacks(distributed.scaled_learning_rate(learning_rate, context.size),
                                                warmup_epochs, train_input.steps)
         commit = hvd.elastic.CommitStateCallback(state, batches_per_commit=commit_every_batches)

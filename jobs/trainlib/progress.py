@@ -21,9 +21,11 @@ Patcher = Callable[[str, str, dict], None]
 class ProgressReporter:
     """Sends `status.progress` (and `status.checkpoint`) patches for one DistributedTraining."""
 
-    def __init__(self, namespace: str | None, name: str | None, patch: Patcher | None = None) -> None:
+    def __init__(self, namespace: str | None, name: str | None, patch: Patcher | None = None,
+                 headline: str | None = None) -> None:
         self.namespace = namespace
         self.name = name
+        self.headline = headline  # the metric the program is judged by, e.g. val_accuracy
         self._patch = patch
         self._last_error: str | None = None
 
@@ -32,21 +34,23 @@ class ProgressReporter:
         return self._patch is not None and bool(self.namespace) and bool(self.name)
 
     @classmethod
-    def from_environment(cls, environ: Mapping[str, str] | None = None) -> ProgressReporter:
-        """Reporter configured from KUBETRAIN_REPORT_STATUS, KUBETRAIN_NAMESPACE and KUBETRAIN_JOB_NAME."""
+    def from_environment(cls, environ: Mapping[str, str] | None = None, headline: str | None = None
+                         ) -> ProgressReporter:
+        """Reporter configured from KUBETRAIN_REPORT_STATUS, KUBETRAIN_NAMESPACE and KUBETRAIN_JOB_NAME; `headline`
+        is the program's own."""
         env = os.environ if environ is None else environ
         namespace, name = env.get("KUBETRAIN_NAMESPACE"), env.get("KUBETRAIN_JOB_NAME")
         if env.get("KUBETRAIN_REPORT_STATUS") != "1":
             log.info("progress reporting is off (KUBETRAIN_REPORT_STATUS is not 1); writing history files only")
-            return cls(namespace, name, None)
+            return cls(namespace, name, None, headline)
         if not namespace or not name:
             log.warning("KUBETRAIN_REPORT_STATUS=1 but KUBETRAIN_NAMESPACE/KUBETRAIN_JOB_NAME are unset; "
                         "progress reporting is off")
-            return cls(namespace, name, None)
+            return cls(namespace, name, None, headline)
         from trainlib.kube_status import patch_status
 
         log.info("reporting progress to DistributedTraining %s/%s", namespace, name)
-        return cls(namespace, name, patch_status)
+        return cls(namespace, name, patch_status, headline)
 
     def report(self, *, epoch: int, epochs: int, step: int, metrics: Mapping[str, object],
                checkpoint_path: str | None = None, checkpoint_epoch: int | None = None,
@@ -56,7 +60,7 @@ class ProgressReporter:
             return False
         body = build_status_patch(epoch=epoch, epochs=epochs, step=step, metrics=metrics,
                                   updated_at=now or datetime.now(timezone.utc), checkpoint_path=checkpoint_path,
-                                  checkpoint_epoch=checkpoint_epoch)
+                                  checkpoint_epoch=checkpoint_epoch, headline=self.headline)
         try:
             self._patch(str(self.namespace), str(self.name), body)
         except Exception as error:  # any API or network failure must not stop training

@@ -1,7 +1,8 @@
 """Pure builder of the status patch rank 0 sends to its DistributedTraining (no I/O, no Kubernetes client).
 
 The operator owns every other status field; a training program only ever sets these two (merge patch):
-`status.progress = {epoch, epochs, step, metrics: {name: float}, updatedAt}` and `status.checkpoint = {path, epoch}`.
+`status.progress = {epoch, epochs, step, metrics: {name: float}, headline, updatedAt}` and
+`status.checkpoint = {path, epoch}`. `headline` names the metric the program is judged by (`kubectl get dtr` shows it).
 """
 
 from __future__ import annotations
@@ -18,17 +19,19 @@ def rfc3339(moment: datetime) -> str:
 
 
 def build_status_patch(*, epoch: int, epochs: int, step: int, metrics: Mapping[str, object], updated_at: datetime,
-                       checkpoint_path: str | None = None, checkpoint_epoch: int | None = None) -> dict:
+                       checkpoint_path: str | None = None, checkpoint_epoch: int | None = None,
+                       headline: str | None = None) -> dict:
     """The merge-patch body for the status subresource.
 
     `epoch` counts completed epochs (1-based), `step` completed optimizer steps. Metrics that are not finite numbers
     (NaN, inf, strings) are left out: JSON and the CRD schema take finite floats only. The checkpoint block is included
     only when a checkpoint is known.
     """
-    status: dict[str, object] = {
-        "progress": {"epoch": int(epoch), "epochs": int(epochs), "step": int(step), "metrics": finite_metrics(metrics),
-                     "updatedAt": rfc3339(updated_at)},
-    }
+    progress: dict[str, object] = {"epoch": int(epoch), "epochs": int(epochs), "step": int(step),
+                                   "metrics": finite_metrics(metrics), "updatedAt": rfc3339(updated_at)}
+    if headline is not None:
+        progress["headline"] = headline
+    status: dict[str, object] = {"progress": progress}
     if checkpoint_path is not None and checkpoint_epoch is not None:
         status["checkpoint"] = {"path": checkpoint_path, "epoch": int(checkpoint_epoch)}
     return {"status": status}

@@ -136,7 +136,7 @@ def train(args: argparse.Namespace) -> int:
                           decay_step=args.decay_step, weight_decay=args.wd, focal_gamma=args.focal_gamma)
     variables = {"model": list(model.weights), "optimizer": list(optimizer.variables())}
     recorder = EpochRecorder.for_rank(context, checkpoint_dir, args.keep_checkpoints, "UCluster", args.epochs,
-                                      inputs.train.steps)
+                                      inputs.train.steps, headline="val_cluster_accuracy")
     start = restore_and_broadcast(context, recorder.manager if recorder else None, variables)
     if recorder:
         recorder.resume_at(start)

@@ -1,9 +1,6 @@
-"""Parse and validate a DistributedTraining object into typed, defaulted values.
-
-The CRD schema and its CEL rules reject most bad input at the API server; this module repeats the checks the
-operator relies on (so a spec that slipped past an older CRD still fails with a message naming the field) and adds
-the ones CEL cannot express. Every default lives here and nowhere else.
-"""
+"""A DistributedTraining as typed values: the CRD's rules and defaults first (kubetrain.validation: the API server's
+own, from the same file), then what only a parser can see (paths after normalisation, the free-form parts: the pod
+template, tolerations, env sources, Kueue's labels), then the defaults that depend on other fields."""
 
 from __future__ import annotations
 
@@ -13,63 +10,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubetrain.contract import (
-    CONTAINER_NAMES,
-    ENTRYPOINTS_IMAGE,
-    ENV_PREFIX,
-    IMAGE_PATHS,
-    KIND,
-    MPI_IMPLEMENTATIONS,
-    RESERVED_MOUNT_PATHS,
-)
-from kubetrain.failure_policy import ACTIONS, DEFAULT_RULES, ROLES, ExitCodes, Rule
+from kubetrain.contract import CONTAINER_NAMES, ENTRYPOINTS_IMAGE, KIND
+from kubetrain.failure_policy import DEFAULT_RULES, ExitCodes, Rule
 from kubetrain.kueue import PRIORITY_LABEL, QUEUE_LABEL
+from kubetrain.validation import defaulted, violations
 
-# Defaults, declared once (the CRD schema carries the same values; tests/reliability/test_spec_drift.py checks both).
-DEFAULT_WORKERS = 1
-DEFAULT_MIN_WORKERS = 1  # spec.elastic.minWorkers
-DEFAULT_DATA_MOUNT = "/data"
-DEFAULT_CHECKPOINT_MOUNT = "/checkpoints"
-DEFAULT_WAIT_FOR_WORKERS_SECONDS = 300
-DEFAULT_MPI_IMPLEMENTATION = "OpenMPI"
-# kubetrain/base's user; 0 (root) only when the spec says so.
-DEFAULT_RUN_AS_USER = 1000
-MAX_UID = 2147483647
-DEFAULT_BACKOFF_LIMIT = 3
-DEFAULT_CLEAN_POD_POLICY = "Running"
-CLEAN_POD_POLICIES = ("Running", "All", "None")
-MAX_SLOTS_PER_WORKER = 64
-MAX_WORKERS = 1000
-# Pod hostnames are `<name>-worker-<i>` and must fit a 63-character DNS label with up to 3 digits of index.
-MAX_NAME_LENGTH = 63 - len("-worker-") - len(str(MAX_WORKERS - 1))
-MAX_COMMAND_ITEMS, MAX_COMMAND_ITEM_LENGTH = 256, 4096
-MAX_ENV_ENTRIES, MAX_ENV_NAME_LENGTH, MAX_ENV_VALUE_LENGTH = 128, 256, 65536
-MAX_FAILURE_RULES, MAX_EXIT_CODES, MAX_POD_CONDITIONS = 20, 255, 20
 # Gang schedulers and the schedulerName each one answers to by default (scheduler-plugins' second-scheduler profile).
 GANG_SCHEDULERS = {"Coscheduling": "scheduler-plugins-scheduler", "Volcano": "volcano"}
-GANG_TIMEOUT_ACTIONS = ("Wait", "Fail")
-DEFAULT_GANG_TIMEOUT_SECONDS = 600
-CONDITION_STATUSES = ("True", "False", "Unknown")
 
-# A Docker image reference: [registry[:port]/]path[:tag][@digest] (the CRD's spec.image pattern).
-_IMAGE = re.compile(
-    r"^(([a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?(\.[a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?)*(:[0-9]+)?/)?"
-    r"[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*(/[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*)*)"
-    r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@[A-Za-z][A-Za-z0-9]*([-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$"
-)
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
 
 
 class SpecError(ValueError):
     """A DistributedTraining spec that cannot run; `field` is the JSON path of the offending field."""
 
     def __init__(self, field_path: str, message: str) -> None:
-        super().__init__(f"{field_path}: {message}")
+        super().__init__(f"{field_path}: {message}" if field_path else message)
         self.field = field_path
         self.message = message
 
@@ -95,7 +53,7 @@ class RunPolicy:
     ttl_seconds_after_finished: int | None
     clean_pod_policy: str
     suspend: bool
-    pod_failure_policy: tuple[Rule, ...] = DEFAULT_RULES
+    pod_failure_policy: tuple[Rule, ...]
 
 
 @dataclass(frozen=True)
@@ -141,11 +99,11 @@ class JobSpec:
     run_policy: RunPolicy
     scheduling: Scheduling
     pod_template: Mapping[str, Any]
-    image_pull_policy: str | None = None
-    mpi_implementation: str = DEFAULT_MPI_IMPLEMENTATION
-    launcher_runs_ranks: bool = False  # spec.launcher.runAsWorker
-    run_as_user: int = DEFAULT_RUN_AS_USER
-    elastic: Elastic | None = None
+    image_pull_policy: str | None
+    mpi_implementation: str
+    launcher_runs_ranks: bool  # spec.launcher.runAsWorker
+    run_as_user: int
+    elastic: Elastic | None
 
     @property
     def num_processes(self) -> int:
@@ -185,29 +143,31 @@ class Job:
     entrypoints_image: str = ENTRYPOINTS_IMAGE
 
 
-def parse_job(body: Mapping[str, Any], entrypoints_image: str = ENTRYPOINTS_IMAGE) -> Job:
-    """Parse a whole DistributedTraining object (as from the API or a job.yaml) into a Job."""
+
+
+def check(body: Mapping[str, Any]) -> None:
+    """The CRD's verdict on `body`, as the API server gives it on create: raises SpecError for the first rule it
+    breaks."""
+    if not (body.get("metadata") or {}).get("name"):
+        raise SpecError("metadata.name", "Required value: name or generateName is required")
+    found = violations(defaulted(body))
+    if found:
+        raise SpecError(found[0].field, found[0].message)
+
+
+def parse_job(body: Mapping[str, Any], entrypoints_image: str = ENTRYPOINTS_IMAGE, checked: bool = False) -> Job:
+    """Parse a whole DistributedTraining object (as from the API or a job.yaml) into a Job. `checked`: the CRD's
+    rules already passed this spec (the operator checks each generation once), so only the parser's own run."""
     if body.get("kind", KIND) != KIND:
         raise SpecError("kind", f"expected {KIND}, got {body.get('kind')!r}")
-    metadata = body.get("metadata") or {}
-    name = metadata.get("name") or ""
-    if not _DNS_LABEL.match(name) or len(name) > MAX_NAME_LENGTH:
-        raise SpecError(
-            "metadata.name",
-            f"must be a lowercase DNS label of at most {MAX_NAME_LENGTH} characters starting with a letter "
-            f"(pod hostnames are <name>-worker-<index>); got {name!r}",
-        )
+    if not checked:
+        check(body)
+    full = defaulted(body)
+    metadata = full.get("metadata") or {}
     labels = dict(metadata.get("labels") or {})
-    spec = parse_spec(body.get("spec"))
-    return Job(
-        name=name,
-        namespace=metadata.get("namespace") or "default",
-        uid=metadata.get("uid") or "",
-        spec=spec,
-        labels=labels,
-        queue=_parse_queue(labels, spec),
-        entrypoints_image=entrypoints_image,
-    )
+    spec = _parse_spec(full["spec"])
+    return Job(name=metadata["name"], namespace=metadata.get("namespace") or "default", uid=metadata.get("uid") or "",
+               spec=spec, labels=labels, queue=_parse_queue(labels, spec), entrypoints_image=entrypoints_image)
 
 
 def _parse_queue(labels: Mapping[str, Any], spec: JobSpec) -> Queue | None:
@@ -234,271 +194,96 @@ def _parse_queue(labels: Mapping[str, Any], spec: JobSpec) -> Queue | None:
     return Queue(name, priority)
 
 
-def parse_spec(spec: Any) -> JobSpec:
-    """Parse `.spec`, applying defaults; raises SpecError naming the first bad field."""
-    spec = _mapping(spec, "spec", required=True)
-    image = spec.get("image")
-    if not isinstance(image, str) or not image:
-        raise SpecError("spec.image", "is required: the container image that holds the training program")
-    if len(image) > 1024 or not _IMAGE.fullmatch(image):
-        raise SpecError("spec.image", f"{image!r} is not an image reference, e.g. registry.example.com/team/cifar:1.0")
-    command = spec.get("command")
-    if not isinstance(command, list) or not command or len(command) > MAX_COMMAND_ITEMS:
-        raise SpecError("spec.command", f"is required: 1 to {MAX_COMMAND_ITEMS} strings, e.g. [python, -m, mnist]")
-    for index, item in enumerate(command):
-        if not isinstance(item, str) or not item or len(item) > MAX_COMMAND_ITEM_LENGTH:
-            raise SpecError(f"spec.command[{index}]", f"must be a string of 1 to {MAX_COMMAND_ITEM_LENGTH} characters")
-    resources = _parse_resources(_mapping(spec.get("resources"), "spec.resources"))
-    launcher = _mapping(spec.get("launcher"), "spec.launcher")
-    runs_ranks = launcher.get("runAsWorker", False)
-    if not isinstance(runs_ranks, bool):
-        raise SpecError("spec.launcher.runAsWorker", "must be true or false")
-    workers = _integer(spec.get("workers", DEFAULT_WORKERS), "spec.workers", minimum=0, maximum=MAX_WORKERS)
-    if workers == 0 and not runs_ranks:
-        raise SpecError("spec.workers", "must be at least 1, or 0 with launcher.runAsWorker: true (a one-pod job)")
-    default_slots = resources.gpus_per_worker or 1
-    slots = _integer(spec.get("slotsPerWorker", default_slots), "spec.slotsPerWorker", 1, MAX_SLOTS_PER_WORKER)
-    if resources.gpus_per_worker and slots > resources.gpus_per_worker:
-        raise SpecError(
-            "spec.slotsPerWorker",
-            f"is {slots} but each worker has {resources.gpus_per_worker} GPU(s): each rank needs its own GPU; "
-            "lower slotsPerWorker or raise resources.gpusPerWorker",
-        )
-    data = _parse_volume(spec.get("data"), "spec.data", DEFAULT_DATA_MOUNT, default_read_only=True)
-    checkpoint = _parse_volume(spec.get("checkpoint"), "spec.checkpoint", DEFAULT_CHECKPOINT_MOUNT, False)
+def _parse_spec(spec: Mapping[str, Any]) -> JobSpec:
+    """`.spec` with the CRD's defaults applied, into typed values."""
+    resources = spec["resources"]
+    gpus = resources["gpusPerWorker"]
+    workers = spec["workers"]
+    elastic = spec.get("elastic")
+    data = _volume(spec["data"], "spec.data", read_only=spec["data"]["readOnly"])
+    checkpoint = _volume(spec["checkpoint"], "spec.checkpoint", read_only=False)
     if data.mount_path == checkpoint.mount_path:
         raise SpecError("spec.checkpoint.mountPath", f"must differ from spec.data.mountPath ({data.mount_path})")
-    elastic = _parse_elastic(spec.get("elastic"), workers)
-    wait = _integer(
-        launcher.get("waitForWorkersSeconds", DEFAULT_WAIT_FOR_WORKERS_SECONDS),
-        "spec.launcher.waitForWorkersSeconds",
-        1,
-        86400,
-    )
-    pull_policy = spec.get("imagePullPolicy")
-    if pull_policy is not None and pull_policy not in ("Always", "IfNotPresent", "Never"):
-        raise SpecError("spec.imagePullPolicy", "must be one of Always, IfNotPresent, Never")
-    implementation = _mapping(spec.get("mpi"), "spec.mpi").get("implementation", DEFAULT_MPI_IMPLEMENTATION)
-    if implementation not in MPI_IMPLEMENTATIONS:
-        raise SpecError("spec.mpi.implementation", f"must be one of {', '.join(MPI_IMPLEMENTATIONS)} (the MPI in the "
-                                                   f"image), got {implementation!r}")
     return JobSpec(
-        image=image,
-        command=tuple(command),
-        env=_parse_env(spec.get("env")),
+        image=spec["image"],
+        command=tuple(spec["command"]),
+        env=_parse_env(spec.get("env") or []),
         workers=workers,
-        slots_per_worker=slots,
-        resources=resources,
+        slots_per_worker=spec.get("slotsPerWorker", gpus or 1),
+        resources=Resources(gpus, _quantity(resources.get("cpu")), _quantity(resources.get("memory"))),
         data=data,
         checkpoint=checkpoint,
-        wait_for_workers_seconds=wait,
-        run_policy=_parse_run_policy(_mapping(spec.get("runPolicy"), "spec.runPolicy")),
-        scheduling=_parse_scheduling(_mapping(spec.get("scheduling"), "spec.scheduling"), workers,
-                                     elastic.min_workers if elastic else workers),
+        wait_for_workers_seconds=spec["launcher"]["waitForWorkersSeconds"],
+        run_policy=_parse_run_policy(spec["runPolicy"]),
+        scheduling=_parse_scheduling(spec["scheduling"], workers, elastic["minWorkers"] if elastic else workers),
         pod_template=_parse_pod_template(spec.get("podTemplate")),
-        image_pull_policy=pull_policy,
-        mpi_implementation=implementation,
-        launcher_runs_ranks=runs_ranks,
-        run_as_user=_integer(spec.get("runAsUser", DEFAULT_RUN_AS_USER), "spec.runAsUser", 0, MAX_UID),
-        elastic=elastic,
+        image_pull_policy=spec.get("imagePullPolicy"),
+        mpi_implementation=spec["mpi"]["implementation"],
+        launcher_runs_ranks=spec["launcher"]["runAsWorker"],
+        run_as_user=spec["runAsUser"],
+        elastic=Elastic(elastic["minWorkers"], elastic["maxWorkers"]) if elastic else None,
     )
 
 
-def _parse_elastic(raw: Any, workers: int) -> Elastic | None:
-    """`spec.elastic`: 1 <= minWorkers <= workers <= maxWorkers."""
-    if raw is None:
-        return None
-    raw = _mapping(raw, "spec.elastic")
-    if "maxWorkers" not in raw:
-        raise SpecError("spec.elastic.maxWorkers", "is required: the most workers the job may grow to")
-    minimum = _integer(raw.get("minWorkers", DEFAULT_MIN_WORKERS), "spec.elastic.minWorkers", 1, MAX_WORKERS)
-    maximum = _integer(raw["maxWorkers"], "spec.elastic.maxWorkers", 1, MAX_WORKERS)
-    if not minimum <= workers <= maximum:
-        raise SpecError("spec.workers", f"is {workers} but an elastic job needs elastic.minWorkers ({minimum}) <= "
-                                        f"workers <= elastic.maxWorkers ({maximum})")
-    return Elastic(minimum, maximum)
+def _volume(raw: Mapping[str, Any], path: str, read_only: bool) -> Volume:
+    """A volume; its mount path as the kubelet will use it (/data/ and /data are one directory)."""
+    return Volume(claim_name=raw.get("claimName"), mount_path=posixpath.normpath(raw["mountPath"]),
+                  read_only=read_only)
 
 
-def _parse_resources(raw: Mapping[str, Any]) -> Resources:
-    gpus = _integer(raw.get("gpusPerWorker", 0), "spec.resources.gpusPerWorker", 0, 64)
-    return Resources(
-        gpus_per_worker=gpus,
-        cpu=_quantity(raw.get("cpu"), "spec.resources.cpu"),
-        memory=_quantity(raw.get("memory"), "spec.resources.memory"),
-    )
+def _quantity(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
-def _parse_volume(raw: Any, path: str, default_mount: str, default_read_only: bool) -> Volume:
-    raw = _mapping(raw, path)
-    claim = raw.get("claimName")
-    if claim is not None and (not isinstance(claim, str) or len(claim) > 253 or not _DNS_SUBDOMAIN.fullmatch(claim)):
-        raise SpecError(f"{path}.claimName", "must be the name of a PersistentVolumeClaim in the job's namespace")
-    mount = raw.get("mountPath", default_mount)
-    normal = posixpath.normpath(mount) if isinstance(mount, str) else ""
-    if not isinstance(mount, str) or not mount.startswith("/") or normal in ("/", "//") or "//" in mount:
-        raise SpecError(f"{path}.mountPath", f"must be an absolute path other than /, got {mount!r}")
-    if {".", ".."} & set(mount.split("/")):
-        raise SpecError(f"{path}.mountPath", f"{mount!r} must not contain . or .. segments; write the path out")
-    for needed in IMAGE_PATHS:
-        if normal == needed or normal.startswith(needed + "/") or needed.startswith(normal + "/"):
-            raise SpecError(
-                f"{path}.mountPath",
-                f"{mount!r} would hide what the image itself needs ({needed}); choose another path, e.g. /data",
-            )
-    for reserved in RESERVED_MOUNT_PATHS:
-        if normal == reserved or normal.startswith(reserved + "/"):
-            raise SpecError(
-                f"{path}.mountPath",
-                f"{mount!r} is where kubetrain mounts its own files ({reserved}); "
-                "choose another path, e.g. /data or /checkpoints",
-            )
-    read_only = raw.get("readOnly", default_read_only)
-    if not isinstance(read_only, bool):
-        raise SpecError(f"{path}.readOnly", "must be true or false")
-    return Volume(claim_name=claim, mount_path=normal, read_only=read_only)
-
-
-def _parse_env(raw: Any) -> tuple[Mapping[str, Any], ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list) or len(raw) > MAX_ENV_ENTRIES:
-        raise SpecError("spec.env", f"must be a list of at most {MAX_ENV_ENTRIES} {{name, value}} entries")
-    seen: set[str] = set()
+def _parse_env(raw: list[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
+    """The CRD checks names, lengths and one source per valueFrom; a source's own keys are left to it."""
     for index, entry in enumerate(raw):
-        where = f"spec.env[{index}]"
-        if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
-            raise SpecError(f"{where}.name", "is required")
-        name = entry["name"]
-        if not _ENV_NAME.fullmatch(name) or len(name) > MAX_ENV_NAME_LENGTH:
-            raise SpecError(f"{where}.name", f"{name!r} is not a valid environment variable name")
-        if name.startswith(ENV_PREFIX):
-            raise SpecError(
-                f"{where}.name", f"{name!r}: names starting with {ENV_PREFIX} are set by kubetrain"
-            )
-        if name in seen:
-            raise SpecError(f"{where}.name", f"{name!r} is listed twice")
-        if "value" in entry and not isinstance(entry["value"], str):
-            raise SpecError(f"{where}.value", "must be a string (quote numbers in YAML)")
-        if len(entry.get("value", "")) > MAX_ENV_VALUE_LENGTH:
-            raise SpecError(f"{where}.value", f"must be at most {MAX_ENV_VALUE_LENGTH} characters")
         if "valueFrom" in entry:
-            if "value" in entry:
-                raise SpecError(f"{where}.valueFrom", "cannot be given together with value: keep one")
-            _check_value_from(entry["valueFrom"], f"{where}.valueFrom")
-        seen.add(name)
+            _check_value_from(entry["valueFrom"], f"spec.env[{index}].valueFrom")
     return tuple(dict(entry) for entry in raw)
 
 
 def _parse_run_policy(raw: Mapping[str, Any]) -> RunPolicy:
-    policy = raw.get("cleanPodPolicy", DEFAULT_CLEAN_POD_POLICY)
-    if policy not in CLEAN_POD_POLICIES:
-        raise SpecError("spec.runPolicy.cleanPodPolicy", f"must be one of {', '.join(CLEAN_POD_POLICIES)}")
-    suspend = raw.get("suspend", False)
-    if not isinstance(suspend, bool):
-        raise SpecError("spec.runPolicy.suspend", "must be true or false")
-    deadline = raw.get("activeDeadlineSeconds")
-    ttl = raw.get("ttlSecondsAfterFinished")
+    failure_policy = raw.get("podFailurePolicy")
     return RunPolicy(
-        backoff_limit=_integer(raw.get("backoffLimit", DEFAULT_BACKOFF_LIMIT), "spec.runPolicy.backoffLimit", 0, 100),
-        active_deadline_seconds=None
-        if deadline is None
-        else _integer(deadline, "spec.runPolicy.activeDeadlineSeconds", 1, None),
-        ttl_seconds_after_finished=None if ttl is None else _integer(ttl, "spec.runPolicy.ttlSecondsAfterFinished", 0),
-        clean_pod_policy=policy,
-        suspend=suspend,
-        pod_failure_policy=_parse_pod_failure_policy(raw.get("podFailurePolicy")),
+        backoff_limit=raw["backoffLimit"],
+        active_deadline_seconds=raw.get("activeDeadlineSeconds"),
+        ttl_seconds_after_finished=raw.get("ttlSecondsAfterFinished"),
+        clean_pod_policy=raw["cleanPodPolicy"],
+        suspend=raw["suspend"],
+        pod_failure_policy=DEFAULT_RULES if failure_policy is None else tuple(
+            _failure_rule(rule) for rule in failure_policy["rules"]),
     )
 
 
-def _parse_pod_failure_policy(raw: Any) -> tuple[Rule, ...]:
-    """`podFailurePolicy.rules`, in order; absent: the defaults (kubetrain.failure_policy.DEFAULT_RULES)."""
-    if raw is None:
-        return DEFAULT_RULES
-    path = "spec.runPolicy.podFailurePolicy.rules"
-    rules = _mapping(raw, "spec.runPolicy.podFailurePolicy").get("rules")
-    if not isinstance(rules, list) or len(rules) > MAX_FAILURE_RULES:
-        raise SpecError(path, f"must be a list of at most {MAX_FAILURE_RULES} rules")
-    return tuple(_parse_failure_rule(_mapping(rule, f"{path}[{i}]"), f"{path}[{i}]") for i, rule in enumerate(rules))
-
-
-def _parse_failure_rule(raw: Mapping[str, Any], path: str) -> Rule:
-    action = raw.get("action")
-    if action not in ACTIONS:
-        raise SpecError(f"{path}.action", f"must be one of {', '.join(ACTIONS)}, got {action!r}")
-    if ("onExitCodes" in raw) == ("onPodConditions" in raw):
-        raise SpecError(path, "needs exactly one of onExitCodes and onPodConditions")
-    if "onExitCodes" in raw:
-        codes = _mapping(raw["onExitCodes"], f"{path}.onExitCodes")
-        operator, values, role = codes.get("operator"), codes.get("values"), codes.get("role")
-        if operator not in ("In", "NotIn"):
-            raise SpecError(f"{path}.onExitCodes.operator", f"must be In or NotIn, got {operator!r}")
-        if role is not None and role not in ROLES:
-            raise SpecError(f"{path}.onExitCodes.role", f"must be one of {', '.join(ROLES)} (or left out for both)")
-        if not isinstance(values, list) or not 1 <= len(values) <= MAX_EXIT_CODES:
-            raise SpecError(f"{path}.onExitCodes.values", f"must list 1 to {MAX_EXIT_CODES} exit codes")
-        for index, value in enumerate(values):
-            _integer(value, f"{path}.onExitCodes.values[{index}]", 0, 255)
-        if operator == "In" and 0 in values:
-            raise SpecError(f"{path}.onExitCodes.values", "must not contain 0 with operator In (0 is success)")
-        return Rule(action, on_exit_codes=ExitCodes(operator, frozenset(values), role))
-    conditions = raw["onPodConditions"]
-    if not isinstance(conditions, list) or not 1 <= len(conditions) <= MAX_POD_CONDITIONS:
-        raise SpecError(f"{path}.onPodConditions", f"must list 1 to {MAX_POD_CONDITIONS} pod conditions")
-    pairs = []
-    for index, condition in enumerate(conditions):
-        where = f"{path}.onPodConditions[{index}]"
-        condition = _mapping(condition, where)
-        kind, state = condition.get("type"), condition.get("status", "True")
-        if not isinstance(kind, str) or not _LABEL_NAME.match(kind):
-            raise SpecError(f"{where}.type", f"must be a pod condition type such as DisruptionTarget, got {kind!r}")
-        if state not in CONDITION_STATUSES:
-            raise SpecError(f"{where}.status", f"must be one of {', '.join(CONDITION_STATUSES)}")
-        pairs.append((kind, state))
-    return Rule(action, on_pod_conditions=tuple(pairs))
+def _failure_rule(raw: Mapping[str, Any]) -> Rule:
+    """One podFailurePolicy rule (the CRD checks its shape: exactly one of onExitCodes and onPodConditions)."""
+    codes = raw.get("onExitCodes")
+    if codes is not None:
+        return Rule(raw["action"], on_exit_codes=ExitCodes(codes["operator"], frozenset(codes["values"]),
+                                                           codes.get("role")))
+    return Rule(raw["action"], on_pod_conditions=tuple((c["type"], c["status"]) for c in raw["onPodConditions"]))
 
 
 def _parse_scheduling(raw: Mapping[str, Any], workers: int, needed: int) -> Scheduling:
     """`needed`: the workers the job starts with, the gang's default minAvailable."""
     selector = _labels(raw.get("nodeSelector"), "spec.scheduling.nodeSelector")
     tolerations = raw.get("tolerations") or []
-    if not isinstance(tolerations, list) or not all(isinstance(t, Mapping) for t in tolerations):
-        raise SpecError("spec.scheduling.tolerations", "must be a list of Kubernetes tolerations")
     for index, toleration in enumerate(tolerations):
         _check_toleration(toleration, f"spec.scheduling.tolerations[{index}]")
-    priority = raw.get("priorityClassName")
-    if priority is not None and (not isinstance(priority, str) or len(priority) > 253
-                                 or not _DNS_SUBDOMAIN.fullmatch(priority)):  # fmt: skip
-        raise SpecError("spec.scheduling.priorityClassName", "must be the name of a PriorityClass, e.g. high-priority")
-    gang = None
-    if raw.get("gang") is not None:
-        gang = _parse_gang(_mapping(raw["gang"], "spec.scheduling.gang"), workers, needed)
-    return Scheduling(dict(selector), tuple(dict(t) for t in tolerations), priority, gang)
+    gang = raw.get("gang")
+    return Scheduling(dict(selector), tuple(dict(t) for t in tolerations), raw.get("priorityClassName"),
+                      None if gang is None else _gang(gang, needed))
 
 
-def _parse_gang(raw: Mapping[str, Any], workers: int, needed: int) -> Gang:
-    path = "spec.scheduling.gang"
-    if workers == 0:
-        raise SpecError(path, "places worker pods and this job has none (workers: 0); leave the gang out")
-    scheduler = raw.get("scheduler")
-    if scheduler not in GANG_SCHEDULERS:
-        raise SpecError(f"{path}.scheduler", f"must be one of {', '.join(GANG_SCHEDULERS)}, got {scheduler!r}")
-    name = raw.get("schedulerName", GANG_SCHEDULERS[scheduler])
-    if not isinstance(name, str) or len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name):
-        raise SpecError(f"{path}.schedulerName", "must be the name of a scheduler profile, e.g. volcano")
-    minimum = _integer(raw.get("minAvailable", needed), f"{path}.minAvailable", 1, None)
-    if minimum > workers:
-        raise SpecError(f"{path}.minAvailable", f"is {minimum} but the job has {workers} workers; lower it or leave "
-                                                "it out (default: every worker, or elastic.minWorkers)")
-    timeout = _integer(raw.get("scheduleTimeoutSeconds", DEFAULT_GANG_TIMEOUT_SECONDS),
-                       f"{path}.scheduleTimeoutSeconds", 1, 86400 * 7)
-    on_timeout = raw.get("onTimeout", "Wait")
-    if on_timeout not in GANG_TIMEOUT_ACTIONS:
-        raise SpecError(f"{path}.onTimeout", f"must be Wait or Fail, got {on_timeout!r}")
+def _gang(raw: Mapping[str, Any], needed: int) -> Gang:
+    """The defaults that depend on other fields: the scheduler's own name, and every worker the job starts with."""
     queue = raw.get("queue")
-    if queue is not None and (scheduler != "Volcano" or not isinstance(queue, str)
-                              or not _DNS_SUBDOMAIN.fullmatch(queue)):  # fmt: skip
-        raise SpecError(f"{path}.queue", "is a Volcano queue's name, and only for scheduler Volcano")
-    return Gang(scheduler, name, minimum, timeout, on_timeout, queue)
+    if queue is not None and not _DNS_SUBDOMAIN.fullmatch(queue):
+        raise SpecError("spec.scheduling.gang.queue", f"must be a Volcano queue's name, got {queue!r}")
+    scheduler = raw["scheduler"]
+    return Gang(scheduler, raw.get("schedulerName", GANG_SCHEDULERS[scheduler]), raw.get("minAvailable", needed),
+                raw["scheduleTimeoutSeconds"], raw["onTimeout"], queue)
 
 
 # env valueFrom sources and the keys each one needs (Kubernetes' EnvVarSource)
@@ -508,8 +293,6 @@ _VALUE_FROM_SOURCES = {
     "configMapKeyRef": ("name", "key"),
     "secretKeyRef": ("name", "key"),
 }
-_TOLERATION_OPERATORS = ("Equal", "Exists")
-_TOLERATION_EFFECTS = ("", "NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
 def _check_value_from(raw: Any, path: str) -> None:
@@ -524,9 +307,8 @@ def _check_value_from(raw: Any, path: str) -> None:
 
 
 def _check_toleration(toleration: Mapping[str, Any], path: str) -> None:
+    """What the CRD leaves to the pod's validation: the key's grammar and which fields go together."""
     operator = toleration.get("operator", "Equal")
-    if operator not in _TOLERATION_OPERATORS:
-        raise SpecError(f"{path}.operator", f"must be Equal or Exists, got {operator!r}")
     key = toleration.get("key", "")
     if key and not _label_key_ok(key):
         raise SpecError(f"{path}.key", f"{key!r} is not a valid taint key")
@@ -538,8 +320,6 @@ def _check_toleration(toleration: Mapping[str, Any], path: str) -> None:
     if value and (not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value)):
         raise SpecError(f"{path}.value", f"{value!r} is not a valid taint value")
     effect = toleration.get("effect", "")
-    if effect not in _TOLERATION_EFFECTS:
-        raise SpecError(f"{path}.effect", "must be NoSchedule, PreferNoSchedule, NoExecute or empty")
     seconds = toleration.get("tolerationSeconds")
     if seconds is not None and (effect != "NoExecute" or isinstance(seconds, bool) or not isinstance(seconds, int)):
         raise SpecError(f"{path}.tolerationSeconds", "is an integer, and only for effect NoExecute")
@@ -619,21 +399,3 @@ def _mapping(value: Any, path: str, required: bool = False) -> Mapping[str, Any]
     if not isinstance(value, Mapping):
         raise SpecError(path, f"must be an object, got {type(value).__name__}")
     return value
-
-
-def _integer(value: Any, path: str, minimum: int, maximum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise SpecError(path, f"must be an integer, got {value!r}")
-    if value < minimum or (maximum is not None and value > maximum):
-        bounds = f"between {minimum} and {maximum}" if maximum is not None else f"at least {minimum}"
-        raise SpecError(path, f"must be {bounds}, got {value}")
-    return value
-
-
-def _quantity(value: Any, path: str) -> str | None:
-    if value is None:
-        return None
-    text = str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
-    if not isinstance(text, str) or not _QUANTITY.match(text):
-        raise SpecError(path, f'must be a Kubernetes quantity such as "4", "500m" or "16Gi", got {value!r}')
-    return text

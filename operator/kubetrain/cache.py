@@ -40,7 +40,7 @@ TRAINING_SHAPE: Shape = {"apiVersion": True, "kind": True, "metadata": METADATA,
 # Of a Kueue Workload: its metadata (its owners name the job) and status (its spec repeats the pods' templates).
 WORKLOAD_SHAPE: Shape = {"metadata": METADATA, "status": True}
 SHAPES: dict[str, Shape] = {TRAININGS: TRAINING_SHAPE, WORKLOADS: WORKLOAD_SHAPE,
-                            **{child.field: child.shape for child in WATCHED_KINDS}}  # fmt: skip
+                            **{child.field: child.shape for child in WATCHED_KINDS}}
 
 
 def kept(field: str, body: Obj) -> dict[str, Any]:
@@ -176,7 +176,7 @@ class Listing(Protocol):
 
 
 def take_snapshot(key: JobKey, listing: Listing, written: Written, departed: Departed | None = None
-                  ) -> Snapshot | None:  # fmt: skip
+                  ) -> Snapshot | None:
     """The job's world, or None when the watch no longer has the job (deleted: its children go with it)."""
     observed = next(iter(listing.of(TRAININGS, key)), None)
     if observed is None:

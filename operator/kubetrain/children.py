@@ -41,9 +41,9 @@ POD = ChildKind("pods", "v1", "Pod", "pods", keep={
                "containerStatuses": CONTAINER_STATES, "initContainerStatuses": CONTAINER_STATES},
 })
 COSCHEDULING_POD_GROUP = ChildKind("coschedulingpodgroups", "scheduling.x-k8s.io/v1alpha1", "PodGroup", "podgroups",
-                                   watched=False)  # fmt: skip
+                                   watched=False)
 VOLCANO_POD_GROUP = ChildKind("volcanopodgroups", "scheduling.volcano.sh/v1beta1", "PodGroup", "podgroups",
-                              watched=False)  # fmt: skip
+                              watched=False)
 
 CHILD_KINDS: tuple[ChildKind, ...] = (
     POD,
@@ -55,7 +55,7 @@ CHILD_KINDS: tuple[ChildKind, ...] = (
     ChildKind("serviceaccounts", "v1", "ServiceAccount", "serviceaccounts"),
     ChildKind("roles", "rbac.authorization.k8s.io/v1", "Role", "roles", keep={"rules": True}),
     ChildKind("rolebindings", "rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings",
-              keep={"subjects": True, "roleRef": True}),  # fmt: skip
+              keep={"subjects": True, "roleRef": True}),
     COSCHEDULING_POD_GROUP,
     VOLCANO_POD_GROUP,
 )

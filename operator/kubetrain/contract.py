@@ -42,7 +42,7 @@ VENV = "/opt/venv"
 RESERVED_MOUNT_PATHS = ("/etc/kubetrain", HOME_DIR, "/tmp", "/dev/shm")
 # ... nor on, under or above what the image needs (the CRD's mountPath rules list the same paths).
 IMAGE_PATHS = (VENV, "/opt/kubetrain", "/run/sshd", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/proc", "/sys",
-               "/dev")  # fmt: skip
+               "/dev")
 
 # Environment: every name starting with the prefix is kubetrain's (kubetrain.manifests.env sets them).
 ENV_PREFIX = "KUBETRAIN_"

@@ -31,7 +31,7 @@ from kubetrain.runtime.queue import SyncQueue
 from kubetrain.runtime.store import JobKey, Obj, Store
 from kubetrain.runtime.watch import ApiTransport, Resource
 from kubetrain.settings import Settings
-from kubetrain.sync import sync_training
+from kubetrain.sync import SpecChecks, sync_training
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ def watched(settings: Settings) -> list[tuple[str, Resource]]:
     for namespace in settings.namespaces or (None,):
         found.append((TRAININGS, Resource(f"{GROUP}/{VERSION}", KIND, PLURAL, namespace)))
         found += [(child.field, Resource(child.api_version, child.kind, child.plural, namespace, LABEL_JOB))
-                  for child in WATCHED_KINDS]  # fmt: skip
+                  for child in WATCHED_KINDS]
         if settings.kueue:
             group, version, plural = WORKLOAD_API
             found.append((WORKLOADS, Resource(f"{group}/{version}", "Workload", plural, namespace)))
@@ -84,12 +84,13 @@ class Controller:
         if settings.lease_name:
             identity = f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
             self.elector = Elector(api_client, settings.lease_namespace, settings.lease_name, identity,
-                                   owners=owned_by_pod(settings.pod_name, settings.pod_uid))  # fmt: skip
+                                   owners=owned_by_pod(settings.pod_name, settings.pod_uid))
         writes = ThreadPoolExecutor(max_workers=settings.sync_threads * 2, thread_name_prefix="write")
+        checks = SpecChecks()
         self.queue: SyncQueue[Snapshot] = SyncQueue(
             self.read, lambda snapshot: sync_training(self.kube, self.written, snapshot, writes,
-                                                      settings.entrypoints_image),
-            settings.error_retry_seconds, settings.max_retry_seconds, active=self.active)  # fmt: skip
+                                                      settings.entrypoints_image, checks),
+            settings.error_retry_seconds, settings.max_retry_seconds, active=self.active)
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
@@ -148,7 +149,7 @@ class Controller:
     async def _first_passes(self) -> None:
         await self.informers.synced()
         log.info("watching %d kinds in %s: every job gets a pass", len({field for field, _ in self.watched}),
-                 ", ".join(self.settings.namespaces) or "all namespaces")  # fmt: skip
+                 ", ".join(self.settings.namespaces) or "all namespaces")
         self._poke(set(self.store.jobs(TRAININGS)))
 
     async def _lead(self, elector: Elector) -> None:

@@ -107,7 +107,7 @@ class Kube:
         resource = self._resource(obj["apiVersion"], obj["kind"])
         meta = obj["metadata"]
         resource.patch(body=dict(obj), name=meta["name"], namespace=meta["namespace"],
-                       content_type="application/merge-patch+json", serialize=False)  # fmt: skip
+                       content_type="application/merge-patch+json", serialize=False)
 
     def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         """Delete, tolerating 404; dependents (a Job's pods) are removed in the background."""
@@ -125,7 +125,7 @@ class Kube:
         """Merge `status` into the job's status; returns the job as stored."""
         stored = self._resource(*TRAINING).status.patch(
             body={"status": dict(status)}, name=name, namespace=namespace,
-            content_type="application/merge-patch+json", serializer=_as_dict)  # fmt: skip
+            content_type="application/merge-patch+json", serializer=_as_dict)
         return cast(dict[str, Any], stored)
 
     def event(self, training: Mapping[str, Any], event_type: str, reason: str, message: str) -> None:

@@ -164,16 +164,15 @@ def job_finished(job: Obj | None) -> str | None:
     return None
 
 
-def headline_metric(metrics: Mapping[str, Any] | None) -> str | None:
-    """The one metric `kubectl get dtr` shows: validation accuracy first, then accuracy, F1, loss."""
-    if not metrics:
-        return None
-    for key in ("val_accuracy", "accuracy", "val_cluster_accuracy", "cluster_accuracy", "f1", "val_loss", "loss"):
-        value = metrics.get(key)
-        if isinstance(value, int | float):
-            return f"{key}={value:.4f}"
-    key, value = sorted(metrics.items())[0]
-    return f"{key}={value}" if isinstance(value, int | float) else None
+def headline_metric(progress: Mapping[str, Any]) -> str | None:
+    """The one metric `kubectl get dtr` shows: the one rank 0 names as its headline (status.progress.headline), or,
+    where it names none, its first metric by name."""
+    metrics = progress.get("metrics") or {}
+    key = progress.get("headline")
+    if key not in metrics:
+        key = min(metrics, default=None)
+    value = metrics.get(key) if key is not None else None
+    return f"{key}={value:.4f}" if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def merge_conditions(

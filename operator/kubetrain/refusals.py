@@ -23,16 +23,16 @@ _QUOTA = (reasons.QUOTA_EXCEEDED, True,
           "the job waits, retrying with backoff, until the namespace's ResourceQuota has room; "
           "lower spec.resources or raise the quota",
           "the job waits, retrying with backoff, until the namespace's ResourceQuota has room, or change "
-          "{field}: {change}")  # fmt: skip
+          "{field}: {change}")
 _RBAC = (reasons.OPERATOR_FORBIDDEN, True,
          "the operator's ServiceAccount lacks this permission: `helm upgrade` the chart to restore its RBAC; "
-         "retrying with backoff", "")  # fmt: skip
+         "retrying with backoff", "")
 _ADMISSION = (reasons.ADMISSION_DENIED, False,
               "an admission policy of the cluster (Pod Security, LimitRange, PriorityClass, ResourceQuota rules, "
               "a policy webhook) forbids what the spec asks for: change the spec and apply it again",
-              "change {field}: {change}; then apply the job again")  # fmt: skip
+              "change {field}: {change}; then apply the job again")
 _UNAVAILABLE = (reasons.ADMISSION_UNAVAILABLE, True,
-                "an admission webhook of the cluster did not answer; retrying with backoff", "")  # fmt: skip
+                "an admission webhook of the cluster did not answer; retrying with backoff", "")
 _INVALID = (reasons.INVALID_SPEC, False, "the spec produced an object the API server cannot store: fix the spec",
             "change {field}: {change}; then apply the job again")
 

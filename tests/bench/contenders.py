@@ -20,7 +20,7 @@ class PeerRun:
     """mpi-operator for one namespace, as the bench's operator ServiceAccount."""
 
     def __init__(self, plane: ControlPlane, kubeconfig: Path, namespace: str, log: Path,
-                 flags: tuple[str, ...]) -> None:  # fmt: skip
+                 flags: tuple[str, ...]) -> None:
         binary = mpi_operator.binary()
         assert binary is not None, f"build the peer first: {mpi_operator.BUILD}"
         self.log = log
@@ -38,7 +38,7 @@ class PeerRun:
                 port = ("; its health check listens on port 8080, hard-coded, which something else holds"
                         if "Error starting server for health check" in self.tail() else "")
                 raise RuntimeError(f"mpi-operator exited {self.process.returncode}{port}; log {self.log}:\n"
-                                   f"{self.tail()}")  # fmt: skip
+                                   f"{self.tail()}")
             return "Started workers" in self.log.read_text(errors="replace")
 
         wait_until(started, timeout, message="mpi-operator to start its workers")
@@ -93,7 +93,7 @@ def process_usage(pid: int) -> tuple[float, float]:
     ticks = int(fields[11]) + int(fields[12])  # utime + stime
     clock = int(subprocess.run(["getconf", "CLK_TCK"], capture_output=True, text=True, check=True).stdout)
     peak = next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-                if line.startswith("VmHWM:"))  # fmt: skip
+                if line.startswith("VmHWM:"))
     return ticks / clock, peak / 1024
 
 

@@ -10,21 +10,16 @@ accounts live in kube-system; the scheduler, kwok and kubectl have their own use
 from __future__ import annotations
 
 import subprocess
-import sys
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 import yaml
 
-CONTROLPLANE_TESTS = Path(__file__).resolve().parents[1] / "controlplane"
-if str(CONTROLPLANE_TESTS) not in sys.path:  # cluster.py and operator_harness.py import each other by module name
-    sys.path.insert(0, str(CONTROLPLANE_TESTS))
+from tests.support.cluster import ControlPlane, binary_dir, free_port, wait_until
+from tests.support.operator_harness import CRD, REPO, operator_command, training
 
-from cluster import ControlPlane, binary_dir, free_port, wait_until  # noqa: E402
-from operator_harness import CRD, REPO, operator_command, training  # noqa: E402
-
-from .prometheus import Sample, parse  # noqa: E402
+from .prometheus import Sample, parse
 
 __all__ = ["REPO", "ControlPlane", "binary_dir", "free_port", "install_crd", "training", "wait_until",
            "OPERATOR_FLOW_SCHEMA", "operator_kubeconfig", "OperatorRun", "scrape_apiserver", "scrape_url"]
@@ -84,7 +79,7 @@ class OperatorRun:
     Prometheus metrics on a free port."""
 
     def __init__(self, plane: ControlPlane, kubeconfig: Path, namespace: str, log: Path,
-                 wrap: Callable[[list[str]], list[str]] | None = None) -> None:  # fmt: skip
+                 wrap: Callable[[list[str]], list[str]] | None = None) -> None:
         """`wrap`: runs the command under something (a memory cgroup) that then execs it, keeping its pid."""
         port = free_port()
         self.metrics_url = f"http://127.0.0.1:{port}/metrics"
@@ -94,7 +89,7 @@ class OperatorRun:
         self.log = log
         with log.open("ab") as output:
             self.process = subprocess.Popen(wrap(command) if wrap else command, stdout=output,
-                                            stderr=subprocess.STDOUT, env=env, cwd=REPO)  # fmt: skip
+                                            stderr=subprocess.STDOUT, env=env, cwd=REPO)
 
     def wait_serving(self, timeout: float = 120.0) -> None:
         """Until /metrics answers, i.e. the operator's startup handler has run."""

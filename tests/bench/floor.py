@@ -71,7 +71,7 @@ def instantiate(template: Template, old: str, new: str, owner_uid: str) -> dict[
 
 def replay(make_client: Callable[[], client.ApiClient], namespace: str, convention: Convention,
            resource: tuple[str, str, str], body: Callable[[str], dict[str, Any]], children: list[Template],
-           jobs: int) -> list[float]:  # fmt: skip
+           jobs: int) -> list[float]:
     """Create `jobs` jobs' resources and children in `namespace`; create -> last child seen, per job (seconds)."""
     api = make_client()
     custom, objects = client.CustomObjectsApi(api), dynamic.DynamicClient(api)
@@ -125,4 +125,4 @@ def _seen(observer: Observer, names: list[str]) -> list[int]:
 
 def _last_seen(observation: Observation, convention: Convention, job: str) -> float:
     return max(at for key, at in observation.first_seen.items()
-               if convention.job_of(observation.labels[key]) == job)  # fmt: skip
+               if convention.job_of(observation.labels[key]) == job)

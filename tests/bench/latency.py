@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from kubetrain.contract import LABEL_JOB, LABEL_ROLE
+
 Key = tuple[str, str]  # (kind, name)
 
 
@@ -32,7 +34,7 @@ class Convention:
         return self.job_keys[0] if len(self.job_keys) == 1 else None
 
 
-KUBETRAIN = Convention(("kubetrain.dev/job-name",), "kubetrain.dev/role", with_launcher=("Role", "RoleBinding"))
+KUBETRAIN = Convention((LABEL_JOB,), LABEL_ROLE, with_launcher=("Role", "RoleBinding"))
 # mpi-operator v0.8.0 labels its pods with the job name and role, its ConfigMap, Service, Secret and Job with app=<job>
 MPI_OPERATOR = Convention(("training.kubeflow.org/job-name", "app"), "training.kubeflow.org/job-role")
 LABEL_JOB = KUBETRAIN.job_keys[0]
@@ -67,7 +69,7 @@ def is_launcher_side(key: Key, labels: Mapping[str, str], convention: Convention
 
 
 def job_latency(observation: Observation, job: str, submitted: float,
-                convention: Convention = KUBETRAIN) -> JobLatency:  # fmt: skip
+                convention: Convention = KUBETRAIN) -> JobLatency:
     """Latencies of one job created at `submitted`; raises ValueError naming what was never seen."""
     keys = owned(observation, job, convention)
     children = [k for k in keys if not is_launcher_side(k, observation.labels[k], convention)]

@@ -43,7 +43,7 @@ class Observer:
     """Records one namespace's children until `stop()`; read `observation` under `lock`."""
 
     def __init__(self, make_client: Callable[[], client.ApiClient], namespace: str,
-                 convention: Convention = KUBETRAIN) -> None:  # fmt: skip
+                 convention: Convention = KUBETRAIN) -> None:
         self.namespace = namespace
         self.convention = convention
         self.observation = Observation()

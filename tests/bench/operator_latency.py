@@ -191,7 +191,7 @@ class OperatorBench:
                 cpu_before, _ = process_usage(operator.process.pid)
                 started = time.monotonic()
                 submitted = dict(zip(names, pool.map(lambda n: _create(api, contender, namespace, n), names),
-                                     strict=True))  # fmt: skip
+                                     strict=True))
                 _wait_launched(observer, names, operator, timeout=120 + 5 * jobs)
                 _wait_quiet(self.plane)
                 api_after = scrape_apiserver(self.plane)
@@ -200,7 +200,7 @@ class OperatorBench:
                 elapsed = time.monotonic() - started
                 with observer.lock:
                     latencies += [job_latency(observer.observation, name, submitted[name], contender.convention)
-                                  for name in names]  # fmt: skip
+                                  for name in names]
                 operator_requests += _operator_requests(api_after) - _operator_requests(api_before)
                 all_requests += (_all_requests(api_after) - _all_requests(api_before)
                                  - self.background_per_second * elapsed)
@@ -252,7 +252,7 @@ class OperatorBench:
         namespace = self._namespace(jobs)
         try:
             return floor.replay(self.make_client, namespace, contender.convention, contender.resource,
-                                contender.body, children, jobs)  # fmt: skip
+                                contender.body, children, jobs)
         finally:
             self.plane.kubectl("delete", "namespace", namespace, "--wait=false")
 
@@ -335,7 +335,7 @@ SHIPPED_PEER_MAX_JOBS = 500  # at 500 jobs the shipped peer took 10 minutes to i
 
 
 def measure(workdir: Path, job_counts: list[int], repeats_for_one: int, nodes: int, gpus_per_node: int,
-            limit_jobs: int = 0) -> list[Row]:  # fmt: skip
+            limit_jobs: int = 0) -> list[Row]:
     """Every contender at every size (the shipped peer up to SHIPPED_PEER_MAX_JOBS), the memory per 100 jobs, and
     kubetrain at `limit_jobs` under the chart's default memory limit (skipped at 0)."""
     bench = OperatorBench(workdir, nodes, gpus_per_node)
@@ -349,7 +349,7 @@ def measure(workdir: Path, job_counts: list[int], repeats_for_one: int, nodes: i
         peak_rss: dict[str, dict[int, float]] = {}
         for jobs in job_counts:
             runs = [c for c in contenders
-                    if not c.missing and (c is not contenders[1] or jobs <= SHIPPED_PEER_MAX_JOBS)]  # fmt: skip
+                    if not c.missing and (c is not contenders[1] or jobs <= SHIPPED_PEER_MAX_JOBS)]
             if not contenders[1].missing and contenders[1] not in runs:
                 found.append(Row(SECTION, f"{contenders[1].name}: not measured at {jobs} jobs", float("nan"), "",
                                  detail=f"its p99 at 500 jobs was about 10 minutes; {jobs} would take hours here"))

@@ -16,7 +16,7 @@
 # Each wrapper module copies the `replace` lines of the module it builds: Go ignores a dependency's replace lines, and
 # both pin k8s.io/kubernetes's staging modules (required there as v0.0.0) to published releases that way.
 # Nothing is downloaded but Go modules; a second run finds every file and exits at once.
-# `build-gang-schedulers.sh --print-bin-dir` only prints the bin directory (tests/controlplane/cluster.py uses it).
+# `build-gang-schedulers.sh --print-bin-dir` only prints the bin directory (tests/support/cluster.py uses it).
 set -euo pipefail
 
 SCHEDULER_PLUGINS_VERSION=v0.33.5            # sigs.k8s.io/scheduler-plugins

@@ -7,10 +7,10 @@
 #             release (v0.31), which the version-skew policy of client libraries allows against our v1.34 API server.
 #   crds      every CRD of config/components/crd/bases: Kueue waits for each of its kinds at start.
 #   webhooks  config/components/webhook/{manifests,kustomization}.yaml: the configurations and the kustomize patches
-#             that add their namespace selectors (tests/controlplane/kueue.py applies both).
+#             that add their namespace selectors (tests/support/kueue_harness.py applies both).
 # The wrapper module copies the `replace` lines of Kueue's go.mod (none in v0.10.0): Go ignores a dependency's own.
 # Nothing is downloaded but Go modules; a second run finds every file and exits at once.
-# `build-kueue.sh --print-bin-dir` only prints the bin directory (tests/controlplane/kueue.py uses it).
+# `build-kueue.sh --print-bin-dir` only prints the bin directory (tests/support/kueue_harness.py uses it).
 set -euo pipefail
 
 KUEUE_VERSION=v0.10.0 # sigs.k8s.io/kueue

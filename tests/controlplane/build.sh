@@ -2,7 +2,7 @@
 # Builds the pinned control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok) from the Go
 # module proxy into ${KUBETRAIN_CACHE:-~/.cache/kubetrain}/controlplane-<key>/bin; <key> hashes the pins below.
 # Nothing is downloaded but Go modules; a second run finds every binary and exits at once.
-# `build.sh --print-bin-dir` only prints that bin directory (tests/controlplane/cluster.py uses it to find the binaries).
+# `build.sh --print-bin-dir` only prints that bin directory (tests/support/cluster.py uses it to find the binaries).
 set -euo pipefail
 
 # shellcheck source=../../.ci/kubernetes.sh

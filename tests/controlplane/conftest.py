@@ -1,4 +1,4 @@
-"""Fixtures for tests against the real control plane in cluster.py; every test in this directory is marked
+"""Fixtures for tests against the real control plane in tests/support/cluster.py; every test in this directory is marked
 `controlplane`.
 
 - `control_plane` (session): a started `cluster.ControlPlane` with fake nodes kwok-gpu-0 and kwok-gpu-1 (4
@@ -34,11 +34,11 @@ from pathlib import Path
 
 import pytest
 
-import gang_schedulers as gang
-import kueue
-from cluster import ControlPlane, fresh_namespace
-from operator_harness import OperatorProcess, install_crd, operator_watching
-from session_plane import session_plane
+import tests.support.gang_schedulers as gang
+import tests.support.kueue_harness as kueue
+from tests.support.cluster import ControlPlane, fresh_namespace
+from tests.support.operator_harness import OperatorProcess, install_crd, operator_watching
+from tests.support.session_plane import session_plane
 
 HERE = Path(__file__).resolve().parent
 GANG_NODES = tuple((f"kwok-gang-{index}", 2) for index in range(4))

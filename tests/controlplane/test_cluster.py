@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from cluster import GPU_RESOURCE, UNPULLABLE_IMAGE_PREFIX, ControlPlane, KubectlError, wait_until
+from tests.support.cluster import GPU_RESOURCE, UNPULLABLE_IMAGE_PREFIX, ControlPlane, KubectlError, wait_until
 
 IMAGE = "registry.example/kubetrain/worker:1"
 

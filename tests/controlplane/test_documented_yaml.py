@@ -1,6 +1,6 @@
 """Every documented DistributedTraining goes to the real API server as a user would send it, and so does every object
 `kubetrain render` prints for it: the job files (`kubectl create --dry-run=server -f jobs/<program>/<file>.yaml`), the
-README examples (fragments placed into a small job as tests/docs/documented.py says), the inline and prose examples.
+README examples (fragments placed into a small job as tests/support/documented.py says), the inline and prose examples.
 All must be accepted (server-side dry run: the CRD's schema and CEL rules, the built-in kinds' validation and
 admission). A job file with a misspelled field is refused, naming the field, which is what `kubetrain render` must
 then do too (tests/docs/test_yaml_examples.py).
@@ -13,41 +13,22 @@ job as the API server stored it (created for real, so the children's ownerRefere
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-from cluster import ControlPlane, KubectlError
+import tests.support.documented as documented
 from kubetrain.api import parse_job
 from kubetrain.cli import PLACEHOLDER_KEYS, child_objects
-from operator_harness import install_crd
+from tests.support.cluster import ControlPlane, KubectlError
+from tests.support.operator_harness import install_crd
 
 pytestmark = pytest.mark.controlplane
 
 
-def load_documented() -> ModuleType:
-    """tests/docs/documented.py (the extraction the docs tier uses), loaded by its path: tests/ is no package and
-    pytest puts only each test file's own folder on sys.path, so `import documented` works in tests/docs only. It is
-    registered under its own name, so the docs tier, if it runs in the same session, shares this one module."""
-    path = Path(__file__).resolve().parents[1] / "docs" / "documented.py"
-    loaded = sys.modules.get("documented")
-    if loaded is not None and Path(getattr(loaded, "__file__", "")).resolve() == path:
-        return loaded
-    spec = importlib.util.spec_from_file_location("documented", path)
-    assert spec is not None and spec.loader is not None, path
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["documented"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-documented = load_documented()
 JOBS = documented.checked_jobs()
 
 

@@ -8,8 +8,9 @@ import json
 
 import pytest
 
-from cluster import ControlPlane, wait_until
-from operator_harness import (
+from kubetrain.contract import LABEL_ATTEMPT
+from tests.support.cluster import ControlPlane, wait_until
+from tests.support.operator_harness import (
     OperatorProcess,
     create,
     events,
@@ -136,7 +137,7 @@ def test_a_users_rule_on_an_exit_code_is_obeyed(crd: ControlPlane, namespace: st
     again = wait_for_status(crd, namespace, name, operator, phase="Running", attempt=1, timeout=180)
     assert again["restarts"] == 0 and again["ignoredFailures"] == 1, again
     launcher = next(p for p in live_pods(crd, namespace, name, role="launcher")
-                    if p["metadata"]["labels"]["kubetrain.dev/attempt"] == "1")
+                    if p["metadata"]["labels"][LABEL_ATTEMPT] == "1")
     crd.set_pod_outcome(namespace, launcher["metadata"]["name"], "Failed", exit_code=17)
     failed = wait_for_status(crd, namespace, name, operator, phase="Failed", timeout=120)
     assert "podFailurePolicy rule 1 (FailJob on exit code In [17])" in failed["message"], failed

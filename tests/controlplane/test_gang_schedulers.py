@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-import gang_schedulers as gang
-from cluster import GPU_RESOURCE, ControlPlane, wait_for_free_gpus, wait_until
+import tests.support.gang_schedulers as gang
+from tests.support.cluster import GPU_RESOURCE, ControlPlane, wait_for_free_gpus, wait_until
 
 JOBS = ("job-a", "job-b")
 WORKERS = 3

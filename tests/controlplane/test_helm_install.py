@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 import yaml
 
-from cluster import ControlPlane, free_port, wait_until
-from operator_harness import (
+from tests.support.cluster import ControlPlane, free_port, wait_until
+from tests.support.operator_harness import (
     REPO,
     OperatorProcess,
     create,
@@ -98,7 +98,7 @@ class ChartOperator(OperatorProcess):
     ones on loopback."""
 
     def __init__(self, plane: ControlPlane, deployment: dict[str, Any], pod: dict[str, Any], kubeconfig: Path,
-                 log_path: Path) -> None:  # fmt: skip
+                 log_path: Path) -> None:
         super().__init__(plane, "", log_path)
         self.container = deployment["spec"]["template"]["spec"]["containers"][0]
         self.pod = pod
@@ -188,7 +188,7 @@ def run_job_to_success(plane: ControlPlane, operator: ChartOperator, namespace: 
 
 
 def start_operator(plane: ControlPlane, deployment: dict[str, Any], pod: dict[str, Any], namespace: str,
-                   tmp_path: Path) -> ChartOperator:  # fmt: skip
+                   tmp_path: Path) -> ChartOperator:
     account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
     kubeconfig = token_kubeconfig(plane, namespace, account, tmp_path / "operator.kubeconfig")
     assert whoami(plane, kubeconfig) == service_account_user(namespace, account)

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-import kueue
-from cluster import GPU_RESOURCE, ControlPlane, KubectlError, wait_for_free_gpus, wait_until
+import tests.support.kueue_harness as kueue
+from tests.support.cluster import GPU_RESOURCE, ControlPlane, KubectlError, wait_for_free_gpus, wait_until
 
 PODS_PER_GROUP = 2
 GPUS_PER_POD = 2

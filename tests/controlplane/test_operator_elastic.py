@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from cluster import ControlPlane, KubectlError, wait_until
-from operator_harness import (
+from tests.support.cluster import ControlPlane, KubectlError, wait_until
+from tests.support.operator_harness import (
     OperatorProcess,
     children,
     create,
@@ -55,7 +55,7 @@ def test_kubectl_scale_moves_an_elastic_job_within_its_bounds_only(crd: ControlP
 
 
 def test_a_lost_worker_is_replaced_and_nothing_else_restarts(crd: ControlPlane, namespace: str,
-                                                             operator: OperatorProcess) -> None:  # fmt: skip
+                                                             operator: OperatorProcess) -> None:
     create(crd, namespace, training("elastic", workers=2, elastic=ELASTIC))
     running = wait_for_status(crd, namespace, "elastic", operator, phase="Running")
     assert (running["workers"]["min"], running["workers"]["max"]) == (1, 3)

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from cluster import ControlPlane, wait_until
-from operator_harness import (
+from tests.support.cluster import ControlPlane, wait_until
+from tests.support.operator_harness import (
     OperatorProcess,
     create,
     install_crd,

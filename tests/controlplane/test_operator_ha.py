@@ -9,8 +9,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from cluster import ControlPlane, wait_until
-from operator_harness import (
+from tests.support.cluster import ControlPlane, wait_until
+from tests.support.operator_harness import (
     OperatorProcess,
     children,
     create,

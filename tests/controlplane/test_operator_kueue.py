@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
-import kueue
-from cluster import ControlPlane, wait_until
-from operator_harness import (
+import tests.support.kueue_harness as kueue
+from tests.support.cluster import ControlPlane, wait_until
+from tests.support.operator_harness import (
     OperatorProcess,
     create,
     events,

@@ -6,8 +6,9 @@ import json
 
 import yaml
 
-from cluster import ControlPlane, wait_until
-from operator_harness import (
+from kubetrain.contract import LABEL_ATTEMPT
+from tests.support.cluster import ControlPlane, wait_until
+from tests.support.operator_harness import (
     REPO,
     OperatorProcess,
     children,
@@ -111,7 +112,7 @@ def test_failed_worker_restarts_everything_then_fails_after_backoff_limit(
     assert any("flaky-worker-1" in m and "OOMKilled" in m for m in said), said
     second = wait_for_pods(control_plane, namespace, "flaky", 2)
     assert not first & {p["metadata"]["uid"] for p in second}, "every worker is recreated, not only the failed one"
-    assert all(p["metadata"]["labels"]["kubetrain.dev/attempt"] == "1" for p in second)
+    assert all(p["metadata"]["labels"][LABEL_ATTEMPT] == "1" for p in second)
     wait_for_pods(control_plane, namespace, "flaky", 1, role="launcher")
     wait_for_status(control_plane, namespace, "flaky", operator, phase="Running")
 

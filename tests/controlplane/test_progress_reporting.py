@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cluster import ControlPlane, wait_until
-from operator_harness import OperatorProcess, create, install_crd, operator_watching, training
+from tests.support.cluster import ControlPlane, wait_until
+from tests.support.operator_harness import OperatorProcess, create, install_crd, operator_watching, training
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """`--help` works for every `python -m` module the READMEs name. (Every job file's `spec.command` runs up to its data
-in tests/unit/jobs/test_program_entry.py, beside the probe it uses.)"""
+in tests/unit/programs/test_program_entry.py, beside the probe it uses.)"""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import subprocess
 import sys
 
 import pytest
-from documented import REPO, python_modules
+
+from tests.support.documented import REPO, python_modules
 
 
 @pytest.mark.parametrize("module", python_modules())

@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 import yaml
-from documented import JOB_FILES, REPO, Command, python_modules, readme_commands
+
+from tests.support.documented import JOB_FILES, REPO, Command, python_modules, readme_commands
 
 # Commands a test below runs, and which test.
 RUN = {

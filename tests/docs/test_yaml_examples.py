@@ -12,7 +12,11 @@ from typing import Any
 
 import pytest
 import yaml
-from documented import (
+
+from kubetrain.children import WATCHED_KINDS
+from kubetrain.cli import main
+from kubetrain.local import load_job
+from tests.support.documented import (
     PROSE_EXAMPLES,
     Example,
     Misspelling,
@@ -22,10 +26,6 @@ from documented import (
     other_kinds,
     prose_quote_present,
 )
-
-from kubetrain.children import WATCHED_KINDS
-from kubetrain.cli import main
-from kubetrain.local import load_job
 
 # README YAML documents that are not kubetrain objects, by (README, heading, kind): why they are not checked.
 NOT_CHECKED_YAML = {

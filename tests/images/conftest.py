@@ -15,16 +15,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from docker_pods import DockerJob, deploy
 
-# docker_pods reuses the launch tier's kubelet volume layout (tests/launch/pod_emulator.py).
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "launch"))
+from tests.images.byo.tags import NAMES as BYO_NAMES
+from tests.images.byo.tags import byo_image
+from tests.support.programs import IMAGES, REPO, image_name
+
 BYO = Path(__file__).resolve().parent / "byo"
-sys.path.insert(0, str(BYO))
-
-from docker_pods import DockerJob, deploy  # noqa: E402
-from image_names import IMAGES, REPO, image_name  # noqa: E402
-from tags import NAMES as BYO_NAMES  # noqa: E402
-from tags import byo_image  # noqa: E402
 
 
 def docker_problem() -> str | None:

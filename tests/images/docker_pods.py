@@ -4,7 +4,7 @@ One user-defined Docker network per job stands in for the cluster network: each 
 and, as a network alias, the DNS name the operator's hostfile uses (`<name>-worker-<i>.<name>.<ns>.svc`), which
 Docker's embedded DNS resolves like cluster DNS does. A pod's init containers run first, each to its end, sharing the
 pod's emptyDir folders with the main container (the entrypoints the main container runs come from one). Volumes are
-host folders laid out as kubelet lays them out (tests/launch/pod_emulator.prepare_volume) and bind-mounted; the
+host folders laid out as kubelet lays them out (tests/support/pod_emulator.prepare_volume) and bind-mounted; the
 container's user, groups, read-only root filesystem, dropped capabilities and no-new-privileges come from the pod's
 securityContext. There is no API server here, so progress reporting is switched off (the kind tier covers it).
 """
@@ -19,8 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pod_emulator import prepare_volume
-
 from kubetrain.api import Job, parse_job
 from kubetrain.keys import generate_ssh_keypair
 from kubetrain.manifests.hosts import build_hosts_configmap
@@ -28,6 +26,7 @@ from kubetrain.manifests.launcher import build_launcher_job
 from kubetrain.manifests.names import worker_hostname
 from kubetrain.manifests.pods import build_worker_pod
 from kubetrain.manifests.ssh import build_ssh_secret
+from tests.support.pod_emulator import prepare_volume
 
 NO_API_SERVER = {"KUBETRAIN_REPORT_STATUS": "0"}
 

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from docker_pods import Container, docker
-from job_on_hosts import job_body
 from ready_service import start_ready_service
-from tags import byo_image  # tests/images/byo, put on sys.path by conftest.py
 
 from kubetrain.manifests.names import worker_hostname
+from tests.images.byo.tags import byo_image
+from tests.support.job_on_hosts import job_body
 
 TRAINING = Path(__file__).resolve().parent / "elastic_training.py"
 STEP = re.compile(r"step rank=(\d+) size=(\d+) epoch=(\d+) batch=(\d+) host=(\S+) time=(\S+)")

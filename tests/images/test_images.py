@@ -6,7 +6,8 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from image_names import PROGRAMS
+
+from tests.support.programs import PROGRAMS
 
 
 def run(image: str, *command: str, entrypoint: str | None = None) -> subprocess.CompletedProcess[str]:

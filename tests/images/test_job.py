@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 from docker_pods import DockerJob
-from job_on_hosts import job_body
+
+from tests.support.job_on_hosts import job_body
 
 PROGRAM = ["python", "-m", "cifar_mixup"]
 

@@ -10,8 +10,9 @@ import re
 import time
 
 import pytest
-from job_on_hosts import job_body
-from tags import byo_image  # tests/images/byo, put on sys.path by conftest.py
+
+from tests.images.byo.tags import byo_image
+from tests.support.job_on_hosts import job_body
 
 ALLREDUCE = ["python", "/opt/byo/allreduce.py"]
 # Each image's MPI (also what the launcher calls it): spec.mpi.implementation and the library's own words

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from job_on_hosts import JobOnHosts, deploy_job
-from netns_hosts import Network
+
+from tests.support.job_on_hosts import JobOnHosts, deploy_job
+from tests.support.netns_hosts import Network
 
 REQUIRED_TOOLS = ("ip", "unshare", "setpriv", "ssh", "ssh-keygen", "mpirun", "timeout")
 

@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
-from job_on_hosts import job_body
 
 from kubetrain.manifests.names import worker_hostname
+from tests.support.job_on_hosts import job_body
 
 pytestmark = pytest.mark.launch
 

@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-from job_on_hosts import JobOnHosts, job_body
+
+from tests.support.job_on_hosts import JobOnHosts, job_body
 
 pytestmark = pytest.mark.launch
 

@@ -2,7 +2,7 @@
 privilege. Every test here is marked `reliability`; those that need the control plane also `controlplane`.
 
 Fixtures:
-- `control_plane` (session): a control plane of this suite's own (tests/controlplane/cluster.py), so that restarting
+- `control_plane` (session): a control plane of this suite's own (tests/support/cluster.py), so that restarting
   its API server or deleting its nodes never disturbs other tiers.
 - `crd`: the plane with the DistributedTraining CRD installed.
 - `namespace`: a fresh namespace, deleted afterwards.
@@ -13,20 +13,17 @@ checkpoints lost) are printed and written to tests/reliability/results/latest.md
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from figures import FIGURES, RESULTS
+
+from tests.support.cluster import ControlPlane, fresh_namespace
+from tests.support.operator_harness import install_crd
+from tests.support.session_plane import session_plane
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "controlplane"))
-
-from figures import FIGURES, RESULTS  # noqa: E402
-
-from cluster import ControlPlane, fresh_namespace  # noqa: E402
-from operator_harness import install_crd  # noqa: E402
-from session_plane import session_plane  # noqa: E402
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -19,11 +19,10 @@ from typing import Any
 
 import yaml
 
-from cluster import ControlPlane, Process, _spawn, free_port, wait_until
-from operator_harness import JOB_LABEL, REPO, OperatorProcess, operator_command, operator_log_dir
+from kubetrain.contract import LABEL_ATTEMPT, LABEL_JOB, LABEL_ROLE
+from tests.support.cluster import ControlPlane, Process, _spawn, free_port, wait_until
+from tests.support.operator_harness import REPO, OperatorProcess, operator_command, operator_log_dir
 
-ROLE_LABEL = "kubetrain.dev/role"
-ATTEMPT_LABEL = "kubetrain.dev/attempt"
 CHILD_KINDS = ("pods", "jobs.batch", "services", "configmaps", "secrets", "serviceaccounts",
                "roles.rbac.authorization.k8s.io", "rolebindings.rbac.authorization.k8s.io")
 
@@ -111,7 +110,7 @@ def snapshot(plane: ControlPlane, namespace: str) -> list[dict[str, Any]]:
     kinds = ",".join((*CHILD_KINDS, "distributedtrainings.kubetrain.dev"))
     listing = plane.kubectl("get", kinds, "--namespace", namespace, "--output=json")
     items = json.loads(listing)["items"]
-    return [o for o in items if o["kind"] == "DistributedTraining" or JOB_LABEL in (o["metadata"].get("labels") or {})]
+    return [o for o in items if o["kind"] == "DistributedTraining" or LABEL_JOB in (o["metadata"].get("labels") or {})]
 
 
 def is_live_pod(pod: dict[str, Any]) -> bool:
@@ -138,7 +137,7 @@ class ChildLedger:
         """Account one snapshot; returns the duplicates and orphans found in it."""
         objects = list(objects)
         trainings = {o["metadata"]["name"]: o["metadata"]["uid"] for o in objects if o["kind"] == "DistributedTraining"}
-        launcher_jobs = {o["metadata"]["uid"]: o["metadata"]["labels"][JOB_LABEL] for o in objects
+        launcher_jobs = {o["metadata"]["uid"]: o["metadata"]["labels"][LABEL_JOB] for o in objects
                          if o["kind"] == "Job"}
         duplicates, orphans = [], []
         now = time.monotonic()
@@ -150,8 +149,8 @@ class ChildLedger:
             if obj["kind"] == "DistributedTraining":
                 continue
             meta = obj["metadata"]
-            job = meta["labels"][JOB_LABEL]
-            role = meta["labels"].get(ROLE_LABEL, "")
+            job = meta["labels"][LABEL_JOB]
+            role = meta["labels"].get(LABEL_ROLE, "")
             what = f"{obj['kind']} {meta['name']}"
             owners = {ref["uid"] for ref in meta.get("ownerReferences") or []}
             expected_owner = trainings.get(job)
@@ -166,7 +165,7 @@ class ChildLedger:
                     self._flagged.add(meta["uid"])
                     orphans.append(f"{what} (owners {sorted(owners)}, job {job} uid {expected_owner})")
             # identity: for pods and the launcher Job the attempt is part of it; config children have one per job
-            attempt = meta["labels"].get(ATTEMPT_LABEL, "") if obj["kind"] in ("Pod", "Job") else ""
+            attempt = meta["labels"].get(LABEL_ATTEMPT, "") if obj["kind"] in ("Pod", "Job") else ""
             key = (expected_owner or job, obj["kind"], meta["name"], attempt)
             self.uids[key].add(meta["uid"])
             if len(self.uids[key]) > 1 and meta["uid"] not in self._flagged:
@@ -197,12 +196,12 @@ def expected_children(body: dict[str, Any], snapshot_items: list[dict[str, Any]]
     name = body["metadata"]["name"]
     counts: dict[str, int] = defaultdict(int)
     for obj in snapshot_items:
-        if obj["kind"] == "DistributedTraining" or obj["metadata"]["labels"].get(JOB_LABEL) != name:
+        if obj["kind"] == "DistributedTraining" or obj["metadata"]["labels"].get(LABEL_JOB) != name:
             continue
         if obj["metadata"].get("deletionTimestamp"):
             continue
         if obj["kind"] == "Pod":
-            role = obj["metadata"]["labels"].get(ROLE_LABEL)
+            role = obj["metadata"]["labels"].get(LABEL_ROLE)
             state = "live" if is_live_pod(obj) else (obj.get("status") or {}).get("phase", "?")
             counts[f"{role} pods {state}"] += 1
         else:

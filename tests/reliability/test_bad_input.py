@@ -15,8 +15,8 @@ from bad_inputs import CORPUS, HOSTILE_COMMAND, HOSTILE_ENV, BadInput, valid_bod
 from fault_harness import MeteredOperator, new_namespace
 from figures import FIGURES
 
-from cluster import ControlPlane, KubectlError
-from operator_harness import children, create, live_pods, wait_for_pods, wait_for_status
+from tests.support.cluster import ControlPlane, KubectlError
+from tests.support.operator_harness import children, create, live_pods, wait_for_pods, wait_for_status
 
 pytestmark = pytest.mark.controlplane
 

@@ -13,8 +13,18 @@ import pytest
 from fault_harness import MeteredOperator, new_namespace, restart_apiserver
 from figures import FIGURES
 
-from cluster import ControlPlane, wait_until
-from operator_harness import children, create, events, live_pods, status, training, wait_for_pods, wait_for_status
+from kubetrain.contract import LABEL_ATTEMPT
+from tests.support.cluster import ControlPlane, wait_until
+from tests.support.operator_harness import (
+    children,
+    create,
+    events,
+    live_pods,
+    status,
+    training,
+    wait_for_pods,
+    wait_for_status,
+)
 
 pytestmark = pytest.mark.controlplane
 
@@ -68,7 +78,7 @@ def restarted_whole(plane: ControlPlane, namespace: str, name: str, operator: Me
     running = wait_for_status(plane, namespace, name, operator, phase="Running", timeout=180)
     after = {p["metadata"]["uid"]: p for p in wait_for_pods(plane, namespace, name, 2, timeout=120)}
     assert not before & set(after), "every worker is replaced, not only the lost one"
-    assert {p["metadata"]["labels"]["kubetrain.dev/attempt"] for p in after.values()} == {str(restarts)}
+    assert {p["metadata"]["labels"][LABEL_ATTEMPT] for p in after.values()} == {str(restarts)}
     assert running["restarts"] == restarts
     reports = [e for e in events(plane, namespace, name)
                if e["type"] == "Warning" and e["message"].startswith(f"restart {restarts}/{limit}: ")]
@@ -98,7 +108,7 @@ def launcher_failures(plane: ControlPlane, namespace: str, operator: MeteredOper
     secret = start_job(plane, namespace, operator, name, 2, STEADY_NODE)
     for attempt in range(3):
         launcher = wait_for_pods(plane, namespace, name, 1, role="launcher", timeout=180)[0]
-        assert launcher["metadata"]["labels"]["kubetrain.dev/attempt"] == str(attempt)
+        assert launcher["metadata"]["labels"][LABEL_ATTEMPT] == str(attempt)
         before = worker_uids(plane, namespace, name)
         plane.set_pod_outcome(namespace, launcher["metadata"]["name"], "Failed", exit_code=17)
         if attempt < 2:

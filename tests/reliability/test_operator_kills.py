@@ -15,8 +15,9 @@ import pytest
 from fault_harness import ChildLedger, MeteredOperator, expected_children, is_live_pod, snapshot
 from figures import FIGURES
 
-from cluster import ControlPlane
-from operator_harness import JOB_LABEL, create, training
+from kubetrain.contract import LABEL_ATTEMPT, LABEL_JOB, LABEL_ROLE, ROLE_LAUNCHER
+from tests.support.cluster import ControlPlane
+from tests.support.operator_harness import create, training
 
 pytestmark = pytest.mark.controlplane
 
@@ -48,10 +49,10 @@ def drive_launchers(plane: ControlPlane, namespace: str, items: list[dict], jobs
     """Give every running launcher pod the outcome its job's script says for that attempt."""
     for pod in items:
         labels = pod["metadata"].get("labels") or {}
-        if pod["kind"] != "Pod" or labels.get("kubetrain.dev/role") != "launcher" or not is_live_pod(pod):
+        if pod["kind"] != "Pod" or labels.get(LABEL_ROLE) != ROLE_LAUNCHER or not is_live_pod(pod):
             continue
-        script = jobs[labels[JOB_LABEL]]
-        attempt = int(labels.get("kubetrain.dev/attempt", "0"))
+        script = jobs[labels[LABEL_JOB]]
+        attempt = int(labels.get(LABEL_ATTEMPT, "0"))
         if pod["status"].get("phase") != "Running" or pod["metadata"]["uid"] in script.given:
             continue
         outcome = script.outcomes[min(attempt, len(script.outcomes) - 1)]

@@ -20,8 +20,9 @@ from cryptography.hazmat.primitives import serialization
 from fault_harness import MeteredOperator, forbidden, job_token_kubeconfig, kubectl_as, new_namespace
 from figures import FIGURES
 
-from cluster import ControlPlane
-from operator_harness import children, create, training, wait_for_status
+from kubetrain.contract import LABEL_JOB, LABEL_ROLE
+from tests.support.cluster import ControlPlane
+from tests.support.operator_harness import children, create, training, wait_for_status
 
 pytestmark = pytest.mark.controlplane
 
@@ -101,7 +102,7 @@ def test_private_keys_appear_nowhere_but_their_secret(deployed: Deployment) -> N
 def test_key_secret_is_mounted_read_only_0400_into_its_own_job_only(deployed: Deployment) -> None:
     for name in JOBS:
         pods = children(deployed.plane, deployed.namespace, name, "pods")
-        assert {p["metadata"]["labels"]["kubetrain.dev/role"] for p in pods} == {"worker", "launcher"}
+        assert {p["metadata"]["labels"][LABEL_ROLE] for p in pods} == {"worker", "launcher"}
         for pod in pods:
             secrets = {v["name"]: v["secret"] for v in pod["spec"]["volumes"] if "secret" in v}
             assert [s["secretName"] for s in secrets.values()] == [f"{name}-ssh"], pod["metadata"]["name"]
@@ -129,8 +130,8 @@ def test_pods_are_admitted_as_restricted_non_root_read_only(deployed: Deployment
             assert context["readOnlyRootFilesystem"] is True, where
             assert context["capabilities"]["drop"] == ["ALL"] and not context["capabilities"].get("add"), where
             assert not context.get("privileged"), where
-        role = pod["metadata"]["labels"]["kubetrain.dev/role"]
-        assert spec["serviceAccountName"] == f"{pod['metadata']['labels']['kubetrain.dev/job-name']}-job"
+        role = pod["metadata"]["labels"][LABEL_ROLE]
+        assert spec["serviceAccountName"] == f"{pod['metadata']['labels'][LABEL_JOB]}-job"
         if role == "launcher":
             assert spec["automountServiceAccountToken"] is False, "the launcher needs no API access"
 

@@ -36,7 +36,7 @@ from kubetrain.plan.world import World, observe
 from kubetrain.pod_state import Failure, is_terminating, job_finished
 
 __all__ = ["Action", "Children", "Create", "CreateSshSecret", "Delete", "DeleteTraining", "Event", "Patch", "Plan",
-           "decide", "status_changed"]  # fmt: skip
+           "decide", "status_changed"]
 
 
 def decide(job: Job, status: Mapping[str, Any], children: Children, now: datetime) -> Plan:

@@ -50,7 +50,7 @@ def report_access_actions(job: Job, children: Children) -> list[Action]:
     """The Role and RoleBinding that let the job's pods patch its status: needed once rank 0 runs, so created with
     the launcher (in the same pass, before it), off the path from `kubectl apply` to the workers."""
     return _converge([(children.roles, build_role(job), "rules"),
-                      (children.rolebindings, build_role_binding(job), "subjects")], children)  # fmt: skip
+                      (children.rolebindings, build_role_binding(job), "subjects")], children)
 
 
 def _converge(desired: list[tuple[list[Obj], dict[str, Any], str | None]], children: Children) -> list[Action]:
@@ -97,7 +97,7 @@ def attempt_actions(world: World) -> tuple[list[Action], bool]:
                 actions.append(Delete("v1", "Pod", pod["metadata"]["name"]))
                 waiting = True
         workers = {index: pod for index, pod in workers.items()
-                   if index < job.spec.workers and index not in elastic_departing}  # fmt: skip
+                   if index < job.spec.workers and index not in elastic_departing}
     pod_group = build_worker_pod_group(job)
     if pod_group is not None and len(workers) < job.spec.workers:  # a create of the existing group returns it as is
         actions.append(Create(pod_group))

@@ -21,7 +21,7 @@ def departing(world: World) -> dict[int, Failure]:
     deleted), by index, with why. A worker the image cannot start (pull or container errors) is not among them: a
     new pod would fail the same way, so the job fails or restarts as a non-elastic one does."""
     return {index: failure for index, pod in world.workers.items()
-            if index < world.job.spec.workers and (failure := left(pod)) is not None}  # fmt: skip
+            if index < world.job.spec.workers and (failure := left(pod)) is not None}
 
 
 def left(pod: Obj) -> Failure | None:
@@ -83,9 +83,9 @@ def membership(world: World, launcher_running: bool) -> Membership:
         return result
     old = {m.get("name"): m.get("uid") for m in previous.get("members") or []}
     staying = {_name(pod): _uid(pod) for index, pod in world.workers.items()
-               if index < world.job.spec.workers and left(pod) is None}  # fmt: skip
+               if index < world.job.spec.workers and left(pod) is None}
     ready = {_name(pod): _uid(pod) for pod in world.workers.values()
-             if is_ready(pod) and staying.get(_name(pod)) == _uid(pod)}  # fmt: skip
+             if is_ready(pod) and staying.get(_name(pod)) == _uid(pod)}
     when = iso(world.now)
     for name, uid in sorted(old.items()):
         if staying.get(name) != uid:
@@ -107,7 +107,7 @@ def membership(world: World, launcher_running: bool) -> Membership:
 
 def _why_left(world: World, name: str, uid: str) -> str:
     pod = next((p for p in [*world.workers.values(), *world.departed.values()]
-                if _name(p) == name and _uid(p) == uid), None)  # fmt: skip
+                if _name(p) == name and _uid(p) == uid), None)
     failure = left(pod) if pod is not None else None
     if failure is not None:
         return failure.message

@@ -243,7 +243,7 @@ def suspended(world: World, plan: Plan) -> None:
 
 
 def status_of(world: World, phase: str, reason: str, message: str, conditions: Conditions, ready: int,
-              attempt: int | None = None) -> dict[str, Any]:  # fmt: skip
+              attempt: int | None = None) -> dict[str, Any]:
     """The operator's part of status (rank 0 owns progress.epoch/step/metrics and checkpoint)."""
     status = world.status
     new: dict[str, Any] = {
@@ -259,7 +259,7 @@ def status_of(world: World, phase: str, reason: str, message: str, conditions: C
     if progress.get("epoch") is not None:
         epochs = progress.get("epochs")
         new["progress"] = {"summary": f"{progress['epoch']}/{epochs}" if epochs else str(progress["epoch"])}
-    metric = headline_metric(progress.get("metrics"))
+    metric = headline_metric(progress)
     if metric:
         new["metric"] = metric
     return new
@@ -286,7 +286,7 @@ def status_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
 
 
 def spec_failed(status: Mapping[str, Any], generation: int | None, reason: str, message: str,
-                now: datetime) -> dict[str, Any] | None:  # fmt: skip
+                now: datetime) -> dict[str, Any] | None:
     """Failed for a spec the operator cannot run (InvalidSpec, AdmissionDenied), once per generation."""
     if status.get("reason") == reason and status.get("observedGeneration") == generation:
         return None

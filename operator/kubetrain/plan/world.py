@@ -45,7 +45,7 @@ def observe(job: Job, status: Mapping[str, Any], children: Children, now: dateti
     workers = workers_by_index(children.pods, attempt)
     launcher = next((j for j in children.jobs if role_of(j) == ROLE_LAUNCHER), None)
     pods = sorted((p for p in children.pods if role_of(p) == ROLE_LAUNCHER and attempt_of(p) == attempt),
-                  key=lambda p: p["metadata"].get("creationTimestamp") or "")  # fmt: skip
+                  key=lambda p: p["metadata"].get("creationTimestamp") or "")
     return World(
         job=job,
         status=status,

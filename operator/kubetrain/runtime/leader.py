@@ -28,7 +28,7 @@ class Timing:
 
 
 def next_spec(spec: Mapping[str, Any] | None, me: str, unchanged_for: float, now: str, timing: Timing
-              ) -> dict[str, Any] | None:  # fmt: skip
+              ) -> dict[str, Any] | None:
     """The Lease spec `me` writes to lead (acquire or renew); None while another holder's lease runs (it changed
     less than its leaseDurationSeconds ago, as seen from here). `now` is an RFC 3339 MicroTime."""
     spec = spec or {}
@@ -62,7 +62,7 @@ class Elector:
     """One replica's view of the Lease; `try_lead()` is one round (blocking API calls: run it in a thread)."""
 
     def __init__(self, api_client: client.ApiClient, namespace: str, name: str, me: str,
-                 timing: Timing = Timing(), owners: list[dict[str, Any]] | None = None) -> None:  # fmt: skip
+                 timing: Timing = Timing(), owners: list[dict[str, Any]] | None = None) -> None:
         self.api = client.CoordinationV1Api(api_client)
         self.namespace, self.name, self.me, self.timing = namespace, name, me, timing
         self.owners = owners or []  # ownerReferences the holder writes on the Lease (see owned_by_pod)
@@ -92,7 +92,7 @@ class Elector:
             if lease is not None and lease["spec"].get("holderIdentity") == self.me:
                 held = client.V1Preconditions(resource_version=lease["metadata"]["resourceVersion"])
                 self.api.delete_namespaced_lease(self.name, self.namespace,
-                                                 body=client.V1DeleteOptions(preconditions=held))  # fmt: skip
+                                                 body=client.V1DeleteOptions(preconditions=held))
         except ApiException as error:
             log.warning("could not release lease %s/%s: %s", self.namespace, self.name, error.reason)
 
@@ -128,7 +128,7 @@ class Elector:
             return
         if lease is None:
             lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                     "metadata": {"name": self.name, "namespace": self.namespace}}  # fmt: skip
+                     "metadata": {"name": self.name, "namespace": self.namespace}}
         metadata = {**lease["metadata"], "ownerReferences": self.owners} if self.owners else lease["metadata"]
         self._write({**lease, "metadata": metadata, "spec": wanted}, create="resourceVersion" not in lease["metadata"])
         if self._renewed_at is None:

@@ -27,7 +27,7 @@ class SyncQueue(Generic[Snapshot]):
 
     def __init__(self, read: Callable[[Key], Snapshot | None], sync: Callable[[Snapshot], float | None],
                  error_retry_seconds: float = 1.0, max_retry_seconds: float = 300.0,
-                 active: Callable[[], bool] = lambda: True) -> None:  # fmt: skip
+                 active: Callable[[], bool] = lambda: True) -> None:
         self._read = read
         self._sync = sync
         self._active = active

@@ -64,7 +64,7 @@ class ApiTransport:
 
     def watch(self, path: str, params: dict[str, Any]) -> Iterator[bytes]:
         response = self.dynamic.request("get", path, watch=True, serialize=False,
-                                        _request_timeout=(10, self.read_timeout), **params)  # fmt: skip
+                                        _request_timeout=(10, self.read_timeout), **params)
         try:
             yield from response  # urllib3's response yields the body line by line: one event per line
         finally:
@@ -123,7 +123,7 @@ class Watch:
 
     def _watch(self, version: str) -> str:
         params = {"resource_version": version, "allow_watch_bookmarks": True, "timeout_seconds": WATCH_SECONDS,
-                  "label_selector": self.resource.label_selector}  # fmt: skip
+                  "label_selector": self.resource.label_selector}
         for kind, obj in events(self.transport.watch(self.resource.path, params)):
             if self._stop.is_set():
                 break

@@ -10,8 +10,8 @@ import argparse
 import time
 
 import h5py
-from tests.bench.workers.common import write_result
 
+from tests.bench.workers.common import write_result
 from trainlib.hdf5_files import ArraySpec, inspect_file, iter_block_chunks
 
 DATASET = "images"

@@ -54,6 +54,7 @@ def count_flops(model) -> dict[str, float]:  # noqa: ANN001 - a Keras model
     the frozen inference graph as a cross-check of the analytic one."""
     import tensorflow as tf
     from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
     from tests.bench.flops import forward_flops, keras_layer_macs, training_flops
 
     layers = keras_layer_macs(model.layers)

@@ -117,6 +117,17 @@ def test_running_launcher_means_running() -> None:
     assert [e.reason for e in plan.events] == [r.LAUNCHER_RUNNING]
 
 
+def test_the_metric_column_shows_the_one_rank_0_names_as_its_headline() -> None:
+    job = job_of()
+    batch, pod = launcher(job)
+    children = Children(pods=[worker(job, 0), worker(job, 1), pod], jobs=[batch], **config_children(job))
+    metrics = {"accuracy": 0.9, "loss": 0.3, "val_f1": 0.71234}
+    status = {"phase": r.RUNNING, "progress": {"epoch": 3, "epochs": 30, "metrics": metrics, "headline": "val_f1"}}
+    assert decide(job, status, children, NOW).status["metric"] == "val_f1=0.7123"
+    status["progress"]["headline"] = "val_auc"  # named but not reported: the first metric by name
+    assert decide(job, status, children, NOW).status["metric"] == "accuracy=0.9000"
+
+
 def test_a_launcher_pod_that_succeeded_before_its_job_did_still_means_running() -> None:
     job = job_of()
     batch, pod = launcher(job)  # the Job's status has not caught up with its pod yet (seen on kind)

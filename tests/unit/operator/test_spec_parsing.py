@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from dtr_bodies import training
 
-from kubetrain.api import MAX_NAME_LENGTH, SpecError, parse_job
+from kubetrain.api import SpecError, check, parse_job
 
 
 def test_defaults_fill_everything_a_user_leaves_out() -> None:
@@ -50,8 +50,10 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("relative mount", {"data": {"mountPath": "data"}}, "spec.data.mountPath"),
     ("same mounts", {"checkpoint": {"mountPath": "/data"}}, "spec.checkpoint.mountPath"),
     ("reserved env", {"env": [{"name": "KUBETRAIN_JOB_NAME", "value": "x"}]}, "spec.env[0].name"),
+    ("value and valueFrom", {"env": [{"name": "A", "value": "1", "valueFrom": {"fieldRef": {"fieldPath": "x"}}}]},
+     "spec.env[0].valueFrom"),
     ("env number", {"env": [{"name": "EPOCHS", "value": 3}]}, "spec.env[0].value"),
-    ("duplicate env", {"env": [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]}, "spec.env[1].name"),
+    ("duplicate env", {"env": [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]}, "spec.env[1]"),
     ("wait zero", {"launcher": {"waitForWorkersSeconds": 0}}, "spec.launcher.waitForWorkersSeconds"),
     ("tolerations not a list", {"scheduling": {"tolerations": {"key": "gpu"}}}, "spec.scheduling.tolerations"),
     ("podTemplate not an object", {"podTemplate": ["x"]}, "spec.podTemplate"),
@@ -72,7 +74,20 @@ def test_bad_spec_names_the_field(case: str, overrides: dict[str, Any], field: s
     assert str(error.value).startswith(field + ": ")
 
 
-@pytest.mark.parametrize("name", ["a" * (MAX_NAME_LENGTH + 1), "Upper", "9starts-with-digit", "dots.in.name", ""])
+def longest_name() -> int:
+    """The longest metadata.name the CRD's rules let through."""
+    def passes(length: int) -> bool:
+        body = training()
+        body["metadata"]["name"] = "a" * length
+        try:
+            check(body)
+        except SpecError:
+            return False
+        return True
+    return max(length for length in range(1, 80) if passes(length))
+
+
+@pytest.mark.parametrize("name", ["a" * 80, "Upper", "9starts-with-digit", "dots.in.name", ""])
 def test_names_that_cannot_become_pod_hostnames_are_rejected(name: str) -> None:
     body = training()
     body["metadata"]["name"] = name
@@ -80,11 +95,18 @@ def test_names_that_cannot_become_pod_hostnames_are_rejected(name: str) -> None:
         parse_job(body)
 
 
-def test_longest_allowed_name_gives_valid_hostnames() -> None:
-    body = training(workers=1000, resources={})
-    body["metadata"]["name"] = "a" * MAX_NAME_LENGTH
-    job = parse_job(body)
+def test_longest_allowed_name_gives_valid_hostnames_with_the_most_workers() -> None:
+    most = next(n for n in range(1000, 100000) if check_workers(n) is not None)  - 1
+    job = parse_job({**training(workers=most, resources={}), "metadata": {"name": "a" * longest_name()}})
     assert len(f"{job.name}-worker-{job.spec.workers - 1}") <= 63
+
+
+def check_workers(workers: int) -> SpecError | None:
+    try:
+        check(training(workers=workers))
+    except SpecError as error:
+        return error
+    return None
 
 
 @pytest.mark.parametrize(
@@ -101,11 +123,7 @@ def test_longest_allowed_name_gives_valid_hostnames() -> None:
         ({"scheduling": {"tolerations": [{"key": "gpu", "effect": "Never"}]}}, "spec.scheduling.tolerations[0].effect"),
         ({"env": [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {}}}]}, "spec.env[0].valueFrom.secretKeyRef.name"),
         ({"env": [{"name": "TOKEN", "valueFrom": {}}]}, "spec.env[0].valueFrom"),
-        (
-            {"env": [{"name": "TOKEN", "value": "1", "valueFrom": {"fieldRef": {"fieldPath": "x"}}}]},
-            "spec.env[0].valueFrom",
-        ),
-        ({"scheduling": {"nodeSelector": {"disk": "fast ssd"}}}, "spec.scheduling.nodeSelector['disk']"),
+        ({"scheduling": {"nodeSelector": {"disk": "fast ssd"}}}, "spec.scheduling.nodeSelector.disk"),
         ({"podTemplate": {"metadata": {"labels": {"bad key!": "x"}}}}, "spec.podTemplate.metadata.labels['bad key!']"),
         ({"checkpoint": {"mountPath": "/tmp/ckpt"}}, "spec.checkpoint.mountPath"),
         ({"podTemplate": {"spec": {"containers": [{"env": []}]}}}, "spec.podTemplate.spec.containers[0].name"),

@@ -14,25 +14,12 @@ from kubetrain.kube import ChildRefused
 from kubetrain.refusals import not_served
 from kubetrain.runtime.queue import RetryLater
 from kubetrain.sync import sync_training
+from tests.support.recording_kube import RecordingKube
 
 
-class RecordingKube:
-    """Stands in for kubetrain.kube.Kube at the API's edge: creates fail with `error`, status and events are kept."""
-
-    def __init__(self, error: Exception) -> None:
-        self.error = error
-        self.statuses: list[dict[str, Any]] = []
-        self.events: list[tuple[str, str, str]] = []
-
-    def create(self, obj: dict[str, Any], owner_uid: str) -> dict[str, Any]:
-        raise self.error
-
-    def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
-        self.statuses.append(status)
-        return {**training(), "metadata": {**training()["metadata"], "namespace": namespace}, "status": status}
-
-    def event(self, body: dict[str, Any], event_type: str, reason: str, message: str) -> None:
-        self.events.append((event_type, reason, message))
+def failing(error: Exception) -> RecordingKube:
+    """Every create fails with `error`."""
+    return RecordingKube(training(), refuse=lambda obj: error)
 
 
 def run_pass(kube: RecordingKube, status: dict[str, Any] | None = None) -> float | None:
@@ -41,7 +28,7 @@ def run_pass(kube: RecordingKube, status: dict[str, Any] | None = None) -> float
 
 
 def test_an_error_the_operator_does_not_know_waits_under_sync_failed_and_says_it_once() -> None:
-    kube = RecordingKube(ConnectionResetError("connection reset by peer"))
+    kube = failing(ConnectionResetError("connection reset by peer"))
     with pytest.raises(RetryLater):
         run_pass(kube)
     status = kube.statuses[-1]
@@ -56,7 +43,7 @@ def test_an_error_the_operator_does_not_know_waits_under_sync_failed_and_says_it
 
 
 def test_a_kind_the_cluster_does_not_serve_fails_the_job_naming_the_field() -> None:
-    kube = RecordingKube(ChildRefused(not_served("scheduling.volcano.sh/v1beta1", "PodGroup", "cifar-workers")))
+    kube = failing(ChildRefused(not_served("scheduling.volcano.sh/v1beta1", "PodGroup", "cifar-workers")))
     assert run_pass(kube) is None
     status = kube.statuses[-1]
     assert (status["phase"], status["reason"]) == (reasons.FAILED, reasons.KIND_NOT_SERVED)

@@ -48,12 +48,15 @@ def test_switch_without_job_identity_stays_off_with_a_warning(caplog):
     assert "KUBETRAIN_NAMESPACE/KUBETRAIN_JOB_NAME are unset" in caplog.text
 
 
-def test_sends_the_patch_for_its_job():
+def test_sends_the_patch_for_its_job_naming_the_programs_headline_metric():
     sent = []
-    reporter = ProgressReporter("team-a", "cifar", lambda namespace, name, body: sent.append((namespace, name, body)))
-    assert reporter.report(epoch=2, epochs=5, step=20, metrics={"loss": 1.5}, now=NOW) is True
-    assert sent == [("team-a", "cifar", build_status_patch(epoch=2, epochs=5, step=20, metrics={"loss": 1.5},
-                                                            updated_at=NOW))]
+    reporter = ProgressReporter("team-a", "cifar", lambda namespace, name, body: sent.append((namespace, name, body)),
+                                headline="val_accuracy")
+    assert reporter.report(epoch=2, epochs=5, step=20, metrics={"loss": 1.5, "val_accuracy": 0.5}, now=NOW) is True
+    [(namespace, name, body)] = sent
+    assert (namespace, name) == ("team-a", "cifar")
+    assert body["status"]["progress"]["headline"] == "val_accuracy"
+    assert body["status"]["progress"]["metrics"] == {"loss": 1.5, "val_accuracy": 0.5}
 
 
 def test_api_failures_are_logged_once_and_never_raised(caplog):

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from cluster import ControlPlane, ControlPlaneError
+from tests.support.cluster import ControlPlane, ControlPlaneError
 
 
 def session_plane(workdir: Path, what: str, **options: Any) -> Iterator[ControlPlane]:

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1] / "controlplane"  # where its build script is
 BUILD_SCRIPT = HERE / "build-kueue.sh"
 BINARY = "kueue"
 WEBHOOK_FILES = ("manifests.yaml", "kustomization.yaml")

@@ -21,7 +21,7 @@ from kubetrain.controller import watched
 from kubetrain.manifests.rbac import build_role
 from kubetrain.settings import Settings, from_environment
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CHART = REPO / "charts" / "kubetrain"
 GOLDEN = Path(__file__).parent / "chart_golden"
 RELEASE, RELEASE_NAMESPACE = "kubetrain", "kubetrain-system"

@@ -8,9 +8,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from netns_hosts import Host, Network
-from pod_emulator import Container, Kubelet
-
 from kubetrain.api import Job, parse_job
 from kubetrain.contract import launcher_name, worker_name
 from kubetrain.keys import generate_ssh_keypair
@@ -19,6 +16,8 @@ from kubetrain.manifests.launcher import build_launcher_job
 from kubetrain.manifests.names import worker_hostname
 from kubetrain.manifests.pods import build_worker_pod
 from kubetrain.manifests.ssh import build_ssh_secret
+from tests.support.netns_hosts import Host, Network
+from tests.support.pod_emulator import Container, Kubelet
 
 
 def job_body(

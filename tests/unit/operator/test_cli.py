@@ -242,7 +242,7 @@ def test_render_shows_one_object_of_every_registered_child_kind_and_nothing_else
     from kubetrain.children import BY_KIND
     from kubetrain.cli import PLACEHOLDER_KEYS, child_objects
 
-    body = yaml.safe_load((Path(__file__).parents[2] / "jobs" / "cifar_mixup" / "job.yaml").read_text())
+    body = yaml.safe_load((Path(__file__).parents[3] / "jobs" / "cifar_mixup" / "job.yaml").read_text())
     shown = set()
     for scheduling in ({}, {"gang": {"scheduler": "Coscheduling"}}, {"gang": {"scheduler": "Volcano"}}):
         job = parse_job({**body, "metadata": {"name": "cifar", "namespace": "ns", "uid": "u"},

@@ -43,10 +43,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-import gang_schedulers as gang
-import kueue
+import tests.support.gang_schedulers as gang
+import tests.support.kueue_harness as kueue
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1] / "controlplane"  # its build scripts and kwok stages
 BUILD_SCRIPT = HERE / "build.sh"
 STAGES_FILE = HERE / "kwok-stages.yaml"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")

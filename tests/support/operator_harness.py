@@ -14,11 +14,11 @@ from typing import Any
 
 import yaml
 
-from cluster import ControlPlane, KubectlError, wait_until
+from kubetrain.contract import LABEL_JOB, LABEL_ROLE
+from tests.support.cluster import ControlPlane, KubectlError, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 CRD = REPO / "charts" / "kubetrain" / "crds" / "distributedtrainings.kubetrain.dev.yaml"
-JOB_LABEL = "kubetrain.dev/job-name"
 
 
 def operator_command(namespace: str, python: str = sys.executable) -> tuple[list[str], dict[str, str]]:
@@ -124,13 +124,13 @@ def status(plane: ControlPlane, namespace: str, name: str) -> dict[str, Any]:
 
 
 def children(plane: ControlPlane, namespace: str, name: str, kind: str) -> list[dict[str, Any]]:
-    listing = plane.kubectl("get", kind, "--namespace", namespace, f"--selector={JOB_LABEL}={name}", "--output=json")
+    listing = plane.kubectl("get", kind, "--namespace", namespace, f"--selector={LABEL_JOB}={name}", "--output=json")
     return list(json.loads(listing)["items"])
 
 
 def live_pods(plane: ControlPlane, namespace: str, name: str, role: str = "worker") -> list[dict[str, Any]]:
     return [p for p in children(plane, namespace, name, "pods")
-            if p["metadata"]["labels"].get("kubetrain.dev/role") == role and not p["metadata"].get("deletionTimestamp")]
+            if p["metadata"]["labels"].get(LABEL_ROLE) == role and not p["metadata"].get("deletionTimestamp")]
 
 
 def wait_for_status(plane: ControlPlane, namespace: str, name: str, operator: OperatorProcess,

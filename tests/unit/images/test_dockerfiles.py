@@ -18,14 +18,16 @@ from pathlib import Path
 import pytest
 from dockerfile_parse import DockerfileParser
 
-from kubetrain.api import DEFAULT_RUN_AS_USER, parse_job
+from kubetrain.api import parse_job
 from kubetrain.contract import ENTRYPOINTS, ENTRYPOINTS_IMAGE
 from kubetrain.manifests.launcher import build_launcher_job
 from kubetrain.manifests.pods import build_worker_pod
+from kubetrain.validation import defaulted
+from tests.support.programs import PROGRAMS
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 IMAGES = REPO / "images"
-PROGRAMS = ("cifar_mixup", "ucluster", "mnist", "higgs")
+DEFAULT_USER = defaulted({"spec": {}})["spec"]["runAsUser"]  # the CRD's default
 JOBS_REQUIREMENTS = "jobs/requirements.txt"
 OPERATOR_REQUIREMENTS = "operator/requirements.txt"
 CONSTRAINTS = ".ci/constraints.txt"
@@ -127,7 +129,7 @@ def test_image_runs_as_non_root_user(image):
     users = [user.split(":")[0] for user in dockerfiles()[image].values("USER", final_stage=True)]
     assert users, f"images/{image}/Dockerfile sets no USER: the container would run as root"
     if image != "operator":
-        assert users[-1] == str(DEFAULT_RUN_AS_USER), "pods run as uid 1000 by default; the image must match"
+        assert users[-1] == str(DEFAULT_USER), "pods run as the CRD's default runAsUser; the image must match"
 
 
 @pytest.mark.parametrize("image", ["base", "operator", "entrypoints", *PROGRAMS])

@@ -21,7 +21,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1] / "controlplane"  # where its build script is
 BUILD_SCRIPT = HERE / "build-gang-schedulers.sh"
 
 COSCHEDULING = "coscheduling"

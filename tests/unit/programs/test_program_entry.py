@@ -18,10 +18,10 @@ import pytest
 from kubetrain.contract import ENV_PREFIX
 from kubetrain.local import load_job
 from kubetrain.manifests.env import job_environment
+from tests.support.programs import PROGRAMS
 
 REPO = Path(__file__).resolve().parents[3]
 JOB_FILES = sorted(REPO.glob("jobs/*/*.yaml"))
-PROGRAMS = ["mnist", "cifar_mixup", "ucluster", "higgs"]
 # Every `python -m` training entry point and the program name its error lines start with.
 ENTRY_POINTS = {**{program: program for program in PROGRAMS}, "higgs.compare": "higgs"}
 # Runs a module as `python -m` does, then reports its exit code and which of TensorFlow and Horovod were imported.

@@ -25,9 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from netns_hosts import Host, Network
-
 from kubetrain.contract import ENTRYPOINTS
+from tests.support.netns_hosts import Host, Network
 
 REPO = Path(__file__).resolve().parents[2]
 ENTRYPOINTS_SOURCE = REPO / "images" / "entrypoints"

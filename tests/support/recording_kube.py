@@ -1,0 +1,60 @@
+"""A stand-in for kubetrain.kube.Kube at the API's edge: it keeps every write a pass makes, in order, and answers
+as the API server would (a create returns the object with a uid; a status patch returns the job with its status)."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+Refuse = Callable[[Mapping[str, Any]], Exception | None]
+
+
+@dataclass
+class RecordingKube:
+    """Every write as (verb, kind, name), recorded when it returns; `refuse(obj)` returns the error a create of `obj`
+    raises, if any; a create of a kind in `slow` takes that many seconds (so writes sent together finish out of
+    order)."""
+
+    training: dict[str, Any]
+    refuse: Refuse = lambda obj: None
+    slow: dict[str, float] = field(default_factory=dict)
+    writes: list[tuple[str, str, str]] = field(default_factory=list)
+    created: list[dict[str, Any]] = field(default_factory=list)
+    statuses: list[dict[str, Any]] = field(default_factory=list)
+    events: list[tuple[str, str, str]] = field(default_factory=list)
+    _versions: itertools.count = field(default_factory=lambda: itertools.count(100))
+
+    def create(self, obj: Mapping[str, Any], owner_uid: str) -> dict[str, Any]:
+        error = self.refuse(obj)
+        if error is not None:
+            raise error
+        time.sleep(self.slow.get(obj["kind"], 0.0))
+        self.writes.append(("create", obj["kind"], obj["metadata"]["name"]))
+        stored = copy.deepcopy(dict(obj))
+        stored["metadata"].update(uid=f"uid-{obj['metadata']['name']}", resourceVersion=str(next(self._versions)))
+        self.created.append(stored)
+        return stored
+
+    def patch(self, obj: Mapping[str, Any]) -> None:
+        self.writes.append(("patch", obj["kind"], obj["metadata"]["name"]))
+
+    def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
+        self.writes.append(("delete", kind, name))
+
+    def delete_training(self, namespace: str, name: str) -> None:
+        self.writes.append(("delete", self.training["kind"], name))
+
+    def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> dict[str, Any]:
+        self.writes.append(("status", self.training["kind"], name))
+        self.statuses.append(dict(status))
+        body = copy.deepcopy(self.training)
+        body["metadata"]["resourceVersion"] = str(next(self._versions))
+        return {**body, "status": dict(status)}
+
+    def event(self, training: Mapping[str, Any], event_type: str, reason: str, message: str) -> None:
+        self.writes.append(("event", reason, training["metadata"]["name"]))
+        self.events.append((event_type, reason, message))

@@ -1,0 +1,123 @@
+"""What one pass writes, in which order (kubetrain.sync): children in waves, the status after them (before them when
+the pass restarts the job), events last; and what it wrote is seen by the next pass before the watch delivers it."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from dtr_bodies import training
+from test_plan import config_children, job_of, worker
+
+from kubetrain import reasons
+from kubetrain.api import SpecError
+from kubetrain.cache import TRAININGS, WORKLOADS, Written, take_snapshot
+from kubetrain.children import WATCHED_KINDS
+from kubetrain.contract import ENTRYPOINTS_IMAGE
+from kubetrain.controller import jobs_of
+from kubetrain.keys import generate_ssh_keypair
+from kubetrain.kube import ChildRefused
+from kubetrain.manifests.ssh import build_ssh_secret
+from kubetrain.refusals import not_served
+from kubetrain.runtime.store import Store
+from kubetrain.sync import SpecChecks, sync_training
+from tests.support.recording_kube import RecordingKube
+
+KEY = ("ml", "cifar")
+
+
+def watch_sees(body: dict[str, Any], children: dict[str, list[dict]] | None = None) -> Store:
+    """A store as the watches fill it: the job and the children it owns."""
+    store = Store({field: jobs_of(field) for field in (TRAININGS, WORKLOADS, *(k.field for k in WATCHED_KINDS))})
+    store.put(TRAININGS, body)
+    for field, objects in (children or {}).items():
+        for obj in objects:
+            store.put(field, {**obj, "metadata": {**obj["metadata"], "namespace": "ml"}})
+    return store
+
+
+def one_pass(kube: RecordingKube, store: Store, written: Written) -> float | None:
+    """One pass as the operator runs it: writes that do not wait for each other go out together."""
+    snapshot = take_snapshot(KEY, store, written)
+    assert snapshot is not None
+    with ThreadPoolExecutor(8) as pool:
+        return sync_training(kube, written, snapshot, pool)  # type: ignore[arg-type]
+
+
+def verbs(kube: RecordingKube) -> list[str]:
+    return [f"{verb} {kind}" for verb, kind, _ in kube.writes]
+
+
+def test_a_new_job_gets_its_account_first_then_its_children_then_its_status() -> None:
+    body = training()
+    kube = RecordingKube(body, slow={"ServiceAccount": 0.2})  # pods sent with it would return before it
+    one_pass(kube, watch_sees(body), Written())
+    writes = verbs(kube)
+    assert writes[0] == "create ServiceAccount"
+    assert sorted(writes[1:6]) == ["create ConfigMap", "create Pod", "create Pod", "create Secret", "create Service"]
+    assert writes[6] == "status DistributedTraining", "the status goes after the children; no launcher yet"
+    assert writes[7:] and all(write.startswith("event ") for write in writes[7:])
+    assert kube.statuses[0]["phase"] == reasons.PENDING
+
+
+def test_the_next_pass_sees_what_this_one_wrote_before_the_watch_does() -> None:
+    body = training()
+    store, written = watch_sees(body), Written()
+    one_pass(RecordingKube(body), store, written)
+    again = RecordingKube(body)
+    one_pass(again, store, written)  # the watch has delivered nothing yet
+    assert again.writes == [], "a second pass re-created children or re-wrote an unchanged status"
+
+
+def test_ready_workers_get_rank_0s_access_and_then_the_launcher() -> None:
+    body, job = training(), job_of()
+    existing = {**config_children(job), "roles": [], "rolebindings": []}
+    kube = RecordingKube(body, slow={"Role": 0.2, "RoleBinding": 0.2})
+    existing["secrets"] = [build_ssh_secret(job, generate_ssh_keypair())]
+    children = {**existing, "pods": [worker(job, 0), worker(job, 1)]}
+    one_pass(kube, watch_sees(body, children), Written())
+    writes = verbs(kube)
+    assert set(writes[:2]) == {"create Role", "create RoleBinding"}, writes
+    assert writes[2] == "create Job" and kube.created[-1]["metadata"]["name"] == "cifar-launcher"
+    assert writes[3] == "status DistributedTraining"
+
+
+def test_a_restart_is_recorded_before_the_old_attempt_is_deleted() -> None:
+    job = job_of()
+    body = {**training(), "status": {"phase": reasons.RUNNING, "restarts": 0, "attempt": 0}}
+    failed = worker(job, 1, phase="Failed", ready=False)
+    kube = RecordingKube(body)
+    one_pass(kube, watch_sees(body, {**config_children(job), "pods": [worker(job, 0), failed]}), Written())
+    writes = verbs(kube)
+    assert writes[0] == "status DistributedTraining" and kube.statuses[0]["phase"] == reasons.RESTARTING
+    assert writes[1:3] == ["delete Pod", "delete Pod"], "a crash after the deletes must not forget the restart"
+
+
+def test_a_refused_pod_group_stops_the_pass_before_any_worker_is_made() -> None:
+    body = training(scheduling={"gang": {"scheduler": "Volcano"}})
+    refused = ChildRefused(not_served("scheduling.volcano.sh/v1beta1", "PodGroup", "cifar-workers"))
+    kube = RecordingKube(body, refuse=lambda obj: refused if obj["kind"] == "PodGroup" else None)
+    one_pass(kube, watch_sees(body), Written())
+    assert "create Pod" not in verbs(kube)
+    assert (kube.statuses[-1]["phase"], kube.statuses[-1]["reason"]) == (reasons.FAILED, reasons.KIND_NOT_SERVED)
+
+
+def test_a_spec_is_checked_against_the_crd_once_per_generation() -> None:
+    checks, body = SpecChecks(), {**training(), "metadata": {**training()["metadata"], "generation": 1}}
+    checks.parse(body, ENTRYPOINTS_IMAGE)
+    changed = {**body, "spec": {**body["spec"], "slotsPerWorker": 2}}  # more ranks than GPUs: the CRD refuses it
+    checks.parse(changed, ENTRYPOINTS_IMAGE)  # same generation: the API server stored it, so it passed already
+    with pytest.raises(SpecError) as raised:
+        checks.parse({**changed, "metadata": {**changed["metadata"], "generation": 2}}, ENTRYPOINTS_IMAGE)
+    assert raised.value.field == "spec.slotsPerWorker"
+
+
+def test_a_spec_the_crd_refuses_fails_the_job_naming_the_field_and_creates_nothing() -> None:
+    body = training(slotsPerWorker=2)
+    kube = RecordingKube(body)
+    one_pass(kube, watch_sees(body), Written())
+    assert verbs(kube) == ["status DistributedTraining", f"event {reasons.INVALID_SPEC}"]
+    status = kube.statuses[0]
+    assert (status["phase"], status["reason"]) == (reasons.FAILED, reasons.INVALID_SPEC)
+    assert "spec.slotsPerWorker" in status["message"] and "each rank needs its own GPU" in status["message"]
