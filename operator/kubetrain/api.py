@@ -143,14 +143,16 @@ class Job:
     entrypoints_image: str = ENTRYPOINTS_IMAGE
 
 
-
-
 def check(body: Mapping[str, Any]) -> None:
     """The CRD's verdict on `body`, as the API server gives it on create: raises SpecError for the first rule it
     breaks."""
-    if not (body.get("metadata") or {}).get("name"):
+    _check_defaulted(defaulted(body))
+
+
+def _check_defaulted(full: Mapping[str, Any]) -> None:
+    if not (full.get("metadata") or {}).get("name"):
         raise SpecError("metadata.name", "Required value: name or generateName is required")
-    found = violations(defaulted(body))
+    found = violations(full)
     if found:
         raise SpecError(found[0].field, found[0].message)
 
@@ -160,9 +162,9 @@ def parse_job(body: Mapping[str, Any], entrypoints_image: str = ENTRYPOINTS_IMAG
     rules already passed this spec (the operator checks each generation once), so only the parser's own run."""
     if body.get("kind", KIND) != KIND:
         raise SpecError("kind", f"expected {KIND}, got {body.get('kind')!r}")
-    if not checked:
-        check(body)
     full = defaulted(body)
+    if not checked:
+        _check_defaulted(full)
     metadata = full.get("metadata") or {}
     labels = dict(metadata.get("labels") or {})
     spec = _parse_spec(full["spec"])
@@ -200,8 +202,8 @@ def _parse_spec(spec: Mapping[str, Any]) -> JobSpec:
     gpus = resources["gpusPerWorker"]
     workers = spec["workers"]
     elastic = spec.get("elastic")
-    data = _volume(spec["data"], "spec.data", read_only=spec["data"]["readOnly"])
-    checkpoint = _volume(spec["checkpoint"], "spec.checkpoint", read_only=False)
+    data = _volume(spec["data"], read_only=spec["data"]["readOnly"])
+    checkpoint = _volume(spec["checkpoint"], read_only=False)
     if data.mount_path == checkpoint.mount_path:
         raise SpecError("spec.checkpoint.mountPath", f"must differ from spec.data.mountPath ({data.mount_path})")
     return JobSpec(
@@ -215,7 +217,7 @@ def _parse_spec(spec: Mapping[str, Any]) -> JobSpec:
         checkpoint=checkpoint,
         wait_for_workers_seconds=spec["launcher"]["waitForWorkersSeconds"],
         run_policy=_parse_run_policy(spec["runPolicy"]),
-        scheduling=_parse_scheduling(spec["scheduling"], workers, elastic["minWorkers"] if elastic else workers),
+        scheduling=_parse_scheduling(spec["scheduling"], elastic["minWorkers"] if elastic else workers),
         pod_template=_parse_pod_template(spec.get("podTemplate")),
         image_pull_policy=spec.get("imagePullPolicy"),
         mpi_implementation=spec["mpi"]["implementation"],
@@ -225,7 +227,7 @@ def _parse_spec(spec: Mapping[str, Any]) -> JobSpec:
     )
 
 
-def _volume(raw: Mapping[str, Any], path: str, read_only: bool) -> Volume:
+def _volume(raw: Mapping[str, Any], read_only: bool) -> Volume:
     """A volume; its mount path as the kubelet will use it (/data/ and /data are one directory)."""
     return Volume(claim_name=raw.get("claimName"), mount_path=posixpath.normpath(raw["mountPath"]),
                   read_only=read_only)
@@ -265,7 +267,7 @@ def _failure_rule(raw: Mapping[str, Any]) -> Rule:
     return Rule(raw["action"], on_pod_conditions=tuple((c["type"], c["status"]) for c in raw["onPodConditions"]))
 
 
-def _parse_scheduling(raw: Mapping[str, Any], workers: int, needed: int) -> Scheduling:
+def _parse_scheduling(raw: Mapping[str, Any], needed: int) -> Scheduling:
     """`needed`: the workers the job starts with, the gang's default minAvailable."""
     selector = _labels(raw.get("nodeSelector"), "spec.scheduling.nodeSelector")
     tolerations = raw.get("tolerations") or []
@@ -391,10 +393,8 @@ def _label_key_ok(key: Any) -> bool:
     return len(name) <= 63 and bool(_LABEL_NAME.match(name))
 
 
-def _mapping(value: Any, path: str, required: bool = False) -> Mapping[str, Any]:
+def _mapping(value: Any, path: str) -> Mapping[str, Any]:
     if value is None:
-        if required:
-            raise SpecError(path, "is required")
         return {}
     if not isinstance(value, Mapping):
         raise SpecError(path, f"must be an object, got {type(value).__name__}")

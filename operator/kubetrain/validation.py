@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -41,18 +41,14 @@ def defaulted(body: Mapping[str, Any]) -> dict[str, Any]:
 
 def violations(body: Mapping[str, Any]) -> list[Violation]:
     """What the API server refuses in `body` (already defaulted), schema first, then CEL rules; empty when none."""
-    found = [_schema_violation(error) for error in _validator().iter_errors(_checked_part(body))]
-    found = found or list(_duplicates(_checked_part(body), crd_schema(), ""))
+    judged = {key: value for key, value in body.items() if key != "status"}  # status is the operator's to write
+    found = list(dict.fromkeys(violation for error in _validator().iter_errors(judged)
+                               for violation in _schema_violations(error)))
+    found = found or list(_duplicates(judged, crd_schema(), ""))
     if found:
         return sorted(found, key=lambda v: v.field)
     return [violation for path, rules in _cel_rules() for where, node in _nodes(body, path, "")
             for violation in _judge(rules, where, node)]
-
-
-def _checked_part(body: Mapping[str, Any]) -> dict[str, Any]:
-    """What the schema judges: the object without status (the operator's) and with metadata as the API server
-    checks it elsewhere (name and namespace rules are its own)."""
-    return {key: value for key, value in body.items() if key != "status"}
 
 
 def _fill(value: Any, schema: Mapping[str, Any]) -> None:
@@ -74,7 +70,6 @@ def _fill(value: Any, schema: Mapping[str, Any]) -> None:
 @cache
 def _validator() -> jsonschema.protocols.Validator:
     schema = _as_json_schema(crd_schema())
-    schema["properties"].pop("status")  # the operator's to write
     validator_class = jsonschema.validators.validator_for(schema, default=jsonschema.Draft4Validator)
     return validator_class(schema)
 
@@ -97,7 +92,7 @@ def _as_json_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _where(path: Iterator[Any] | Any) -> str:
+def _where(path: Iterable[Any]) -> str:
     text = ""
     for part in path:
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
@@ -111,13 +106,16 @@ def _shown(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def _schema_violation(error: jsonschema.ValidationError) -> Violation:
+def _schema_violations(error: jsonschema.ValidationError) -> list[Violation]:
     """The API server's words for one schema error (apiextensions' validation of a custom resource)."""
+    return [_schema_violation(error)] if error.validator != "required" else [
+        Violation(f"{_where(error.absolute_path)}.{name}".lstrip("."), "Required value")
+        for name in error.validator_value if name not in error.instance]  # every missing name, deduplicated above
+
+
+def _schema_violation(error: jsonschema.ValidationError) -> Violation:
     field = _where(error.absolute_path)
     kind, limit, value = error.validator, error.validator_value, error.instance
-    if kind == "required":
-        missing = error.message.split("'")[1]
-        return Violation(f"{field}.{missing}" if field else missing, "Required value")
     if kind == "enum":
         return Violation(field, f"Unsupported value: {_shown(value)}: supported values: "
                                 + ", ".join(_shown(item) for item in limit))

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.programs import image_name
+
 pytestmark = pytest.mark.e2e
 
 HERE = Path(__file__).resolve().parent
@@ -59,10 +61,7 @@ def test_user_path_on_kind(tmp_path: Path) -> None:
     if reason:
         pytest.skip(f"kind end-to-end test not run: {reason}")
     env = {**os.environ, **settings, "KUBETRAIN_E2E_ARTIFACTS": str(tmp_path)}
-    tag = next(line.split(":", 1)[1].strip().strip('"') for line in
-               (HERE.parents[1] / "charts" / "kubetrain" / "Chart.yaml").read_text().splitlines()
-               if line.startswith("appVersion:"))
-    if all(docker_has(f"kubetrain/{name}:{tag}") for name in ("operator", "entrypoints", "cifar-mixup")):
+    if all(docker_has(image_name(name)) for name in ("operator", "entrypoints", "cifar_mixup")):
         env.setdefault("KUBETRAIN_E2E_SKIP_BUILD", "1")  # `make images` built them
     result = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=2 * 3600)
     print(result.stdout[-20000:])

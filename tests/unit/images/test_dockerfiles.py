@@ -23,7 +23,7 @@ from kubetrain.contract import ENTRYPOINTS, ENTRYPOINTS_IMAGE
 from kubetrain.manifests.launcher import build_launcher_job
 from kubetrain.manifests.pods import build_worker_pod
 from kubetrain.validation import defaulted
-from tests.support.programs import PROGRAMS
+from tests.support.programs import PROGRAMS, image_name
 
 REPO = Path(__file__).resolve().parents[3]
 IMAGES = REPO / "images"
@@ -258,8 +258,7 @@ def test_pods_run_entrypoints_the_init_container_copies_from_the_entrypoints_ima
 
 
 def test_entrypoints_image_is_tagged_with_the_charts_app_version():
-    app_version = re.search(r'^appVersion: *"?([^"\n]+)"?$', (REPO / "charts/kubetrain/Chart.yaml").read_text(), re.M)
-    assert app_version and ENTRYPOINTS_IMAGE == f"kubetrain/entrypoints:{app_version.group(1)}"
+    assert ENTRYPOINTS_IMAGE == image_name("entrypoints")  # kubetrain/entrypoints:<the chart's appVersion>
 
 
 ENTRYPOINT_SCRIPTS = sorted(p for p in (IMAGES / "entrypoints").rglob("*") if p.is_file() and p.name != "Dockerfile")

@@ -60,3 +60,10 @@ def test_the_name_rules_of_the_whole_object_apply() -> None:
     assert [(v.field, v.message) for v in violations(defaulted(body))] == [
         ("", "metadata.name must be at most 52 characters: worker hostnames <name>-worker-<index> must fit a "
              "63-character DNS label")]
+
+
+def test_every_missing_required_field_is_named() -> None:
+    body = training()
+    del body["spec"]["image"], body["spec"]["command"]
+    assert [(v.field, v.message) for v in violations(defaulted(body))] == [
+        ("spec.command", "Required value"), ("spec.image", "Required value")]
