@@ -157,13 +157,14 @@ def _check_defaulted(full: Mapping[str, Any]) -> None:
         raise SpecError(found[0].field, found[0].message)
 
 
-def parse_job(body: Mapping[str, Any], entrypoints_image: str = ENTRYPOINTS_IMAGE, checked: bool = False) -> Job:
-    """Parse a whole DistributedTraining object (as from the API or a job.yaml) into a Job. `checked`: the CRD's
-    rules already passed this spec (the operator checks each generation once), so only the parser's own run."""
+def parse_job(body: Mapping[str, Any], entrypoints_image: str = ENTRYPOINTS_IMAGE, admitted: bool = False) -> Job:
+    """Parse a whole DistributedTraining object (as from the API or a job.yaml) into a Job. `admitted`: the body
+    comes from the API server, which judged it against the CRD when it stored it, so only the parser's own checks
+    run."""
     if body.get("kind", KIND) != KIND:
         raise SpecError("kind", f"expected {KIND}, got {body.get('kind')!r}")
     full = defaulted(body)
-    if not checked:
+    if not admitted:
         _check_defaulted(full)
     metadata = full.get("metadata") or {}
     labels = dict(metadata.get("labels") or {})

@@ -31,7 +31,7 @@ from kubetrain.runtime.queue import SyncQueue
 from kubetrain.runtime.store import JobKey, Obj, Store
 from kubetrain.runtime.watch import ApiTransport, Resource
 from kubetrain.settings import Settings
-from kubetrain.sync import SpecChecks, sync_training
+from kubetrain.sync import sync_training
 
 log = logging.getLogger(__name__)
 
@@ -86,11 +86,11 @@ class Controller:
             self.elector = Elector(api_client, settings.lease_namespace, settings.lease_name, identity,
                                    owners=owned_by_pod(settings.pod_name, settings.pod_uid))
         writes = ThreadPoolExecutor(max_workers=settings.sync_threads * 2, thread_name_prefix="write")
-        checks = SpecChecks()
         self.queue: SyncQueue[Snapshot] = SyncQueue(
             self.read, lambda snapshot: sync_training(self.kube, self.written, snapshot, writes,
-                                                      settings.entrypoints_image, checks),
-            settings.error_retry_seconds, settings.max_retry_seconds, active=self.active)
+                                                      settings.entrypoints_image),
+            settings.error_retry_seconds, settings.max_retry_seconds, active=self.active,
+            slots=settings.sync_threads)
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:

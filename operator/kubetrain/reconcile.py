@@ -23,7 +23,8 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     config = settings_module.from_environment()
     # kopf's own cluster scanning (namespaces, CRDs) serves handlers this operator does not have.
     settings.scanning.disabled = True
-    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=config.sync_threads))
+    threads = config.sync_threads + 2  # the passes, and the Lease's calls beside them
+    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=threads))
     memo.controller = Controller(config, load_api_client)
     memo.controller.start()
     if config.metrics_port:

@@ -7,8 +7,6 @@ posted after the children are created, never in their way."""
 from __future__ import annotations
 
 import logging
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Executor, wait
 from datetime import datetime, timezone
@@ -47,34 +45,10 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
 
 
-class SpecChecks:
-    """Which specs passed the CRD's rules, by (uid, generation): checking takes milliseconds and a job gets many
-    passes, but its spec changes only with its generation. Holds the newest `size`."""
-
-    def __init__(self, size: int = 4096) -> None:
-        self.size = size
-        self._passed: OrderedDict[tuple[str, int], None] = OrderedDict()
-        self._lock = threading.Lock()  # passes of different jobs run at once
-
-    def parse(self, body: dict[str, Any], entrypoints_image: str) -> Job:
-        meta = body["metadata"]
-        key = (meta.get("uid", ""), meta.get("generation", 0))
-        with self._lock:
-            checked = key in self._passed
-        job = parse_job(body, entrypoints_image, checked=checked)
-        with self._lock:
-            self._passed[key] = None
-            self._passed.move_to_end(key)
-            while len(self._passed) > self.size:
-                self._passed.popitem(last=False)
-        return job
-
-
 def sync_training(kube: Kube, written: Written, snapshot: Snapshot, pool: Executor | None = None,
-                  entrypoints_image: str = ENTRYPOINTS_IMAGE, checks: SpecChecks | None = None) -> float | None:
+                  entrypoints_image: str = ENTRYPOINTS_IMAGE) -> float | None:
     """Converge one job; returns seconds until it should be looked at again (None: only on the next event).
-    Writes that do not depend on each other go out together through `pool` (one by one without it); `checks`
-    remembers the specs already checked against the CRD."""
+    Writes that do not depend on each other go out together through `pool` (one by one without it)."""
     body = snapshot.training
     if body["metadata"].get("deletionTimestamp"):
         return None
@@ -82,7 +56,7 @@ def sync_training(kube: Kube, written: Written, snapshot: Snapshot, pool: Execut
     now = utcnow()
     writer = Writer(kube, written, body, pool)
     try:
-        job = (checks or SpecChecks()).parse(body, entrypoints_image)
+        job = parse_job(body, entrypoints_image, admitted=True)
     except SpecError as error:
         _fail(writer, status, reasons.INVALID_SPEC, f"invalid spec: {error}", now)
         return None

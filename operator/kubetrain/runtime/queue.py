@@ -1,5 +1,5 @@
-"""A per-job work queue: one sync at a time per job, bursts of events coalesced, delayed re-syncs, and per-job
-exponential backoff after errors."""
+"""A per-job work queue: one sync at a time per job, at most `slots` at once, bursts of events coalesced, delayed
+re-syncs, and per-job exponential backoff after errors."""
 
 from __future__ import annotations
 
@@ -22,12 +22,13 @@ class RetryLater(RuntimeError):
 
 class SyncQueue(Generic[Snapshot]):
     """For each poked key: `read(key)` on the event loop (cheap: the watch-fed store, which only the loop changes),
-    then `sync(snapshot) -> seconds | None` in a worker thread, serialised per key. `active()` False (a standby
+    then `sync(snapshot) -> seconds | None` in a worker thread, serialised per key. A key waits for one of `slots`
+    before its read, so every poke that arrives while it waits joins the same pass. `active()` False (a standby
     replica): pokes are dropped; the replica that becomes the leader pokes every job."""
 
     def __init__(self, read: Callable[[Key], Snapshot | None], sync: Callable[[Snapshot], float | None],
                  error_retry_seconds: float = 1.0, max_retry_seconds: float = 300.0,
-                 active: Callable[[], bool] = lambda: True) -> None:
+                 active: Callable[[], bool] = lambda: True, slots: int = 16) -> None:
         self._read = read
         self._sync = sync
         self._active = active
@@ -38,6 +39,7 @@ class SyncQueue(Generic[Snapshot]):
         self._dirty: set[Key] = set()
         self._timers: dict[Key, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._slots = asyncio.Semaphore(slots)
 
     async def poke(self, key: Key) -> None:
         """Ask for a sync of `key`; returns at once if one is running (it will run again)."""
@@ -48,8 +50,9 @@ class SyncQueue(Generic[Snapshot]):
         delay: float | None = None
         async with lock:
             while key in self._dirty:
-                self._dirty.discard(key)
-                delay = await self._run(key)
+                async with self._slots:
+                    self._dirty.discard(key)
+                    delay = await self._run(key)
         self._schedule(key, delay)
 
     def forget(self, key: Key) -> None:

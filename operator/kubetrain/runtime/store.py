@@ -38,6 +38,8 @@ class Store:
         return list(self._by_job[field])
 
     def put(self, field: str, obj: Obj) -> set[JobKey]:
+        """Store `obj`; the jobs it touched. None when only its resourceVersion changed: the store keeps what
+        decisions read (kubetrain.cache.kept), so no pass would see a difference."""
         key = object_key(obj)
         old = self._objects[field].get(key)
         jobs = frozenset(self.jobs_of(field, obj))
@@ -46,6 +48,8 @@ class Store:
         self._objects[field][key] = (obj, jobs)
         for job in jobs:
             self._by_job[field].setdefault(job, {})[key] = obj
+        if old is not None and old[1] == jobs and _unversioned(old[0]) == _unversioned(obj):
+            return set()
         return set(jobs | (old[1] if old else frozenset()))
 
     def remove(self, field: str, obj: Obj) -> set[JobKey]:
@@ -76,6 +80,10 @@ class Store:
                 members.pop(key, None)
                 if not members:
                     del self._by_job[field][job]
+
+
+def _unversioned(obj: Obj) -> Obj:
+    return {**obj, "metadata": {**(obj.get("metadata") or {}), "resourceVersion": None}}
 
 
 def _version(obj: Obj) -> str:

@@ -4,6 +4,7 @@ without holding up the others."""
 from __future__ import annotations
 
 import asyncio
+import threading
 
 from kubetrain.runtime.queue import SyncQueue
 
@@ -46,3 +47,28 @@ def test_a_job_gone_from_the_cache_is_not_synced():
 
     asyncio.run(scenario())
     assert calls == []
+
+
+def test_pokes_that_arrive_while_a_job_waits_for_a_free_slot_join_one_pass():
+    release, started = threading.Event(), threading.Event()
+    synced: list[str] = []
+
+    def sync(snapshot: str) -> None:
+        if snapshot == "busy":
+            started.set()
+            release.wait(10)
+        synced.append(snapshot)
+
+    async def scenario() -> None:
+        queue = SyncQueue(lambda key: key[1], sync, slots=1)
+        queue.spawn(("ns", "busy"))
+        await asyncio.to_thread(started.wait, 10)
+        for _ in range(5):  # a burst of events for another job while the only slot is taken
+            queue.spawn(("ns", "waiting"))
+            await asyncio.sleep(0)
+        release.set()
+        for _ in range(50):  # the waiting job's pass, and time for any second one to show
+            await asyncio.sleep(0.01)
+
+    asyncio.run(scenario())
+    assert synced == ["busy", "waiting"]

@@ -126,11 +126,19 @@ def test_the_store_finds_objects_by_job_and_moves_one_whose_label_changed() -> N
     assert objects.of("workloads", (NS, "cifar")) == [] and objects.of("not-watched", (NS, "cifar")) == []
 
 
+def test_a_change_no_pass_reads_touches_no_job_but_the_store_keeps_its_version() -> None:
+    objects = store()
+    objects.put("pods", pod("cifar-worker-0", 1, phase="Running"))
+    assert objects.put("pods", pod("cifar-worker-0", 2, phase="Running")) == set()
+    assert objects.of("pods", (NS, "cifar"))[0]["metadata"]["resourceVersion"] == "2"
+    assert objects.put("pods", pod("cifar-worker-0", 3, phase="Failed")) == {(NS, "cifar")}
+
+
 def test_a_relisting_touches_only_changed_jobs_and_returns_what_went_while_no_watch_ran() -> None:
     objects = store()
     for name, job in (("a", "cifar"), ("b", "mnist"), ("c", "higgs")):
         objects.put("pods", pod(name, 1, job=job))
-    touched, gone = objects.replace("pods", [pod("a", 1, job="cifar"), pod("b", 2, job="mnist")])
+    touched, gone = objects.replace("pods", [pod("a", 1, job="cifar"), pod("b", 2, job="mnist", phase="Running")])
     assert touched == {(NS, "mnist"), (NS, "higgs")}
     assert [p["metadata"]["name"] for p in gone] == ["c"] and objects.of("pods", (NS, "higgs")) == []
 

@@ -11,17 +11,17 @@ from dtr_bodies import training
 from test_plan import config_children, job_of, worker
 
 from kubetrain import reasons
-from kubetrain.api import SpecError
+from kubetrain.api import SpecError, parse_job
 from kubetrain.cache import TRAININGS, WORKLOADS, Written, take_snapshot
 from kubetrain.children import WATCHED_KINDS
-from kubetrain.contract import ENTRYPOINTS_IMAGE
 from kubetrain.controller import jobs_of
 from kubetrain.keys import generate_ssh_keypair
 from kubetrain.kube import ChildRefused
+from kubetrain.kueue import PRIORITY_LABEL, QUEUE_LABEL
 from kubetrain.manifests.ssh import build_ssh_secret
 from kubetrain.refusals import not_served
 from kubetrain.runtime.store import Store
-from kubetrain.sync import SpecChecks, sync_training
+from kubetrain.sync import sync_training
 from tests.support.recording_kube import RecordingKube
 
 KEY = ("ml", "cifar")
@@ -103,21 +103,20 @@ def test_a_refused_pod_group_stops_the_pass_before_any_worker_is_made() -> None:
     assert (kube.statuses[-1]["phase"], kube.statuses[-1]["reason"]) == (reasons.FAILED, reasons.KIND_NOT_SERVED)
 
 
-def test_a_spec_is_checked_against_the_crd_once_per_generation() -> None:
-    checks, body = SpecChecks(), {**training(), "metadata": {**training()["metadata"], "generation": 1}}
-    checks.parse(body, ENTRYPOINTS_IMAGE)
-    changed = {**body, "spec": {**body["spec"], "slotsPerWorker": 2}}  # more ranks than GPUs: the CRD refuses it
-    checks.parse(changed, ENTRYPOINTS_IMAGE)  # same generation: the API server stored it, so it passed already
-    with pytest.raises(SpecError) as raised:
-        checks.parse({**changed, "metadata": {**changed["metadata"], "generation": 2}}, ENTRYPOINTS_IMAGE)
-    assert raised.value.field == "spec.slotsPerWorker"
-
-
-def test_a_spec_the_crd_refuses_fails_the_job_naming_the_field_and_creates_nothing() -> None:
-    body = training(slotsPerWorker=2)
+def test_a_spec_the_parser_refuses_fails_the_job_naming_the_field_and_creates_nothing() -> None:
+    body = training()
+    body["metadata"]["labels"] = {PRIORITY_LABEL: "high"}  # Kueue reads it only with a queue label
     kube = RecordingKube(body)
     one_pass(kube, watch_sees(body), Written())
     assert verbs(kube) == ["status DistributedTraining", f"event {reasons.INVALID_SPEC}"]
     status = kube.statuses[0]
     assert (status["phase"], status["reason"]) == (reasons.FAILED, reasons.INVALID_SPEC)
-    assert "spec.slotsPerWorker" in status["message"] and "each rank needs its own GPU" in status["message"]
+    assert PRIORITY_LABEL in status["message"] and QUEUE_LABEL in status["message"]
+
+
+def test_the_operator_leaves_the_crd_rules_to_the_api_server_that_stored_the_object() -> None:
+    body = training(slotsPerWorker=2)  # the CRD refuses more ranks than GPUs; `kubetrain render` says so
+    with pytest.raises(SpecError) as raised:
+        parse_job(body)
+    assert raised.value.field == "spec.slotsPerWorker"
+    assert parse_job(body, admitted=True).spec.slots_per_worker == 2
