@@ -39,7 +39,7 @@ RUN = {
 
 CLUSTER = "talks to a Kubernetes cluster (the controlplane tier installs the chart and runs jobs on a real API server)"
 CLUSTER_NAMED = f"{CLUSTER}; <name> is the reader's job"
-KIND_CLUSTER = "needs kind and Docker: the e2e tier (tests/e2e/run-kind.sh) runs this path end to end"
+KIND_CLUSTER = "needs kind and Docker: the e2e tier (tests/e2e/test_kind.py) runs this path end to end"
 MENTION = "a tool and subcommand named in a sentence, not a whole command line"
 INSIDE_PODS = "what the launcher runs inside the pods (the launch and images tiers run it), not a reader's command"
 TIER = "runs a test tier or the whole suite: make test runs every tier"
@@ -104,19 +104,19 @@ NOT_RUN = {
     "kubectl -n kubetrain-system logs deployment/kubetrain": CLUSTER,
     "kubectl get nodes -o custom-columns=NAME:.metadata.name,GPU:.status.allocatable.nvidia\\.com/gpu": CLUSTER,
     "kubectl describe dtr <name>": CLUSTER_NAMED,
+    "kubectl get dtr <name> -o yaml": f"{CLUSTER_NAMED}; a failed kind test's report shows its status part",
     "kubectl get pods -l kubetrain.dev/job-name=<name>": CLUSTER_NAMED,
     "kubectl logs job/<name>-launcher": CLUSTER_NAMED,
     "kubectl logs <name>-worker-0": CLUSTER_NAMED,
     "kubectl get": MENTION,
     "kubectl scale": MENTION,
     "kubectl scale dtr NAME --replicas N": f"{CLUSTER_NAMED}; tests/controlplane/test_operator_elastic.py scales an "
-                                           "elastic job and the kind tier's scenario_elastic grows one from 2 to 3",
+                                           "elastic job and the kind tier's test_elastic grows one from 2 to 3",
     "kubectl apply": MENTION,
     "kubetrain status cifar-mixup -n team-a": f"{CLUSTER}: it reads the job's status from the cluster",
     "kind create cluster --name kubetrain": KIND_CLUSTER,
     "kind load docker-image --name kubetrain kubetrain/operator:0.1.0 kubetrain/entrypoints:0.1.0 "
     "kubetrain/cifar-mixup:0.1.0": KIND_CLUSTER,
-    "tests/e2e/run-kind.sh": KIND_CLUSTER,
     "tests/e2e/kind-node/cni.sh": f"configures the nodes of a kind cluster: {KIND_CLUSTER}",
     "kind load docker-image": MENTION,
     "kind build node-image": MENTION,

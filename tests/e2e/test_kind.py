@@ -1,73 +1,234 @@
-"""The user's path on a kind cluster (tests/e2e/run-kind.sh and scenarios.sh): install the chart, prepare data,
-train cifar_mixup to Succeeded with progress and checkpoints, restart after a lost worker, an elastic job that loses
-a worker and grows by kubectl scale without restarting, a missing image, delete, uninstall. Uses the kind and node
-image tests/e2e/kind-node/build.sh made on this machine (`make test` builds them), else kind from PATH with its
-default node image. Skipped, with the reason, only where Docker or kind cannot run."""
+"""The user's path on a kind cluster, one test per scenario, in this order: install the chart, train cifar_mixup to
+Succeeded with progress and checkpoints, a user's own image, a restart after a lost worker, an elastic job that loses
+a worker and grows by `kubectl scale` without restarting, a missing image, delete, uninstall.
+
+A test asks for the state it needs (conftest.py): run alone, a training installs the chart and prepares the data
+first. Delete and uninstall clean up what the tests before them left. The cluster is made from the kind and node image
+tests/e2e/kind-node/build.sh made on this machine (`make test` builds them), else from kind on PATH with its default
+node image; its settings (KUBETRAIN_E2E_*, KUBETRAIN_KIND_*) are in tests/support/kind_cluster.py. Skipped, with the
+reason, only where Docker or kind cannot run."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-from pathlib import Path
+import json
+import re
+from datetime import datetime
+from typing import Any
 
 import pytest
 
-from tests.support.programs import image_name
+from kubetrain.children import CHILD_KINDS
+from kubetrain.contract import LABEL_JOB, ROLE_LAUNCHER, launcher_name, worker_name
+from kubetrain.reasons import FAILED, IMAGE_PULL_FAILED, PENDING, RESTARTING, RUNNING, STARTING, SUCCEEDED
+from tests.support.kind_cluster import (
+    CRD,
+    JOB_IMAGE,
+    LOG,
+    NAMESPACE,
+    OWN_IMAGE,
+    RELEASE,
+    SYSTEM_NAMESPACE,
+    KindCluster,
+    poll,
+)
+from tests.support.kind_jobs import Jobs, field
+from tests.support.kind_manifests import CHECKPOINT_MOUNT, cifar_mixup, elastic, own_image, read_checkpoints
+from tests.support.programs import TAG
 
-pytestmark = pytest.mark.e2e
+# The first test also builds what is missing, creates the cluster and loads the images.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(2 * 3600)]
 
-HERE = Path(__file__).resolve().parent
-SCRIPT = HERE / "run-kind.sh"
-NODE_BUILD = HERE / "kind-node" / "build.sh"
-
-
-def docker_has(image: str) -> bool:
-    docker = os.environ.get("DOCKER", "docker")
-    return subprocess.run([docker, "image", "inspect", image], capture_output=True).returncode == 0
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+RANKS_TRAIN_FROM = re.compile(r"(\d+) ranks train from epoch (\d+), step (\d+)")
 
 
-def local_kind_settings() -> dict[str, str]:
-    """run-kind.sh's settings for the kind and node image built here, when both exist; else none."""
-    if "KUBETRAIN_KIND_NODE_IMAGE" in os.environ:
-        return {}
-    printed = subprocess.run(["bash", str(NODE_BUILD), "--print-env"], capture_output=True, text=True, check=True)
-    settings = dict(line.split("=", 1) for line in printed.stdout.split())
-    built = os.access(settings["KIND"], os.X_OK) and docker_has(settings["KUBETRAIN_KIND_NODE_IMAGE"])
-    return settings if built else {}
+def test_install(installed: KindCluster) -> None:
+    """`helm install` with the operator image loaded by `kind load docker-image`: the CRD is Established, the
+    operator's pod Ready, and `kubectl get dtr` answers on the new cluster."""
+    assert installed.crd_established()
+    assert installed.operator_pods_ready()
+    answer = installed.kubectl_result("get", "distributedtrainings", "--all-namespaces")
+    printed = (answer.stdout + answer.stderr).strip()
+    assert answer.returncode == 0 and printed == "No resources found", f"kubectl get dtr on a new cluster: {printed}"
 
 
-def missing_prerequisite(kind: str) -> str | None:
-    """Why the kind test cannot run here, or None when Docker and kind both work."""
-    docker = os.environ.get("DOCKER", "docker")
-    if shutil.which(docker) is None:
-        return f"Docker is not installed ({docker} not on PATH)"
-    info = subprocess.run([docker, "info"], capture_output=True, text=True, timeout=60)
-    if info.returncode != 0:
-        reason = (info.stderr.strip().splitlines() or ["no output"])[-1]
-        return f"the Docker engine is not reachable (docker info: {reason})"
-    if shutil.which(kind) is None:
-        return f"kind is not installed ({kind} not on PATH); tests/e2e/kind-node/build.sh builds it"
-    version = subprocess.run([kind, "version"], capture_output=True, text=True, timeout=60)
-    if version.returncode != 0:
-        return f"kind does not run (kind version: {version.stderr.strip()})"
+def test_train(jobs: Jobs, digits: str) -> None:
+    """jobs/cifar_mixup/job.yaml with 2 workers x 1 slot goes exactly Pending -> Starting -> Running -> Succeeded;
+    `kubectl get dtr` and the status show every epoch, a metric and the last epoch's checkpoint; the checkpoint,
+    history.json and history.png are on the checkpoint volume."""
+    name, epochs = "cifar-mixup", jobs.cluster.settings.epochs
+    jobs.apply(cifar_mixup(name, epochs, JOB_IMAGE))
+    jobs.wait_for_phase(name, SUCCEEDED)
+    assert jobs.phases(name) == [PENDING, STARTING, RUNNING, SUCCEEDED]
+    LOG.info("its pods ran on %s", {pod["metadata"]["name"]: pod["spec"].get("nodeName") for pod in jobs.pods(name)})
+    checkpoint = assert_finished(jobs, name, epochs)
+    folder = f"{CHECKPOINT_MOUNT}/{NAMESPACE}/{name}"
+    found = json.loads(jobs.cluster.run_job(read_checkpoints(JOB_IMAGE, folder, checkpoint)).splitlines()[-1])
+    assert found["checkpoint"], f"{checkpoint} is not on the checkpoint volume; {folder} holds {found['files']}"
+    assert found["epochs"] == list(range(1, epochs + 1)), f"history.json has epochs {found['epochs']}"
+    assert found["png_header"] == PNG_SIGNATURE.hex(), f"history.png is not a PNG: {found}"
+
+
+def test_own_image(jobs: Jobs) -> None:
+    """A user's own image (tests/images/byo: MPICH from PyPI, not FROM kubetrain/base, no uid 1000 in it): one worker
+    and the launcher as a second rank run an mpi4py allreduce across both pods, rank 0 on the launcher."""
+    name = "own-image"
+    jobs.apply(own_image(name, OWN_IMAGE))
+    jobs.wait_for_phase(name, SUCCEEDED)
+    log = jobs.launcher_log(name, "--timestamps")
+    expected = f"allreduce ok: size=2 sum=3 rank0={launcher_name(name)} implementation=MPICH"
+    assert expected in log, f"the launcher's log does not show the 2-rank allreduce with rank 0 on the launcher:\n{log}"
+
+
+def test_restart(jobs: Jobs, digits: str) -> None:
+    """A worker pod deleted once an epoch is done: the job shows Restarting and `restarts: 1`, the new attempt
+    resumes from a checkpoint of epoch 1 or later, then it succeeds with every epoch."""
+    name, epochs = "cifar-mixup-restart", jobs.cluster.settings.epochs + 1
+    jobs.apply(cifar_mixup(name, epochs, JOB_IMAGE))
+    delete_worker_after_an_epoch(jobs, name)
+    status = jobs.wait_for_phase(name, SUCCEEDED)
+    assert RESTARTING in jobs.phases(name), f"{name} never showed Restarting: {jobs.phases(name)}"
+    assert status.get("restarts") == 1, f"{name} has status.restarts={status.get('restarts')}, expected 1"
+    launcher, log = jobs.newest_launcher_log(name)
+    restored = re.search(r"restored .* \(epoch (\d+)", log)
+    assert restored and int(restored.group(1)) >= 1, \
+        f"the new attempt's launcher {launcher} did not log a resume from epoch 1 or later:\n{log}"
+    LOG.info("phases %s; the new attempt logged: %s", jobs.phases(name), restored.group(0))
+    assert_finished(jobs, name, epochs)
+
+
+def test_elastic(jobs: Jobs, digits: str) -> None:
+    """An elastic job of 2 workers (1 to 3) loses a worker pod mid-training, then `kubectl scale` makes it 3. It never
+    restarts: it goes on with 1 rank from no earlier than the epoch it had reported, the replacement and the third
+    worker join the running training, and one launcher pod does it all."""
+    name = "cifar-mixup-elastic"
+    jobs.apply(elastic(cifar_mixup(name, 40, JOB_IMAGE), min_workers=1, max_workers=3))
+    epoch = delete_worker_after_an_epoch(jobs, name)
+    replacement = worker_name(name, 1)
+    jobs.wait_for_status(name, "workers.lastJoined", f"{replacement} at ")
+    ready_at = ready_since(jobs.cluster.get("pod", replacement))
+    status = jobs.status(name)
+    LOG.info("left: %s; joined: %s; Ready at %s", field(status, "workers.lastLeft"),
+             field(status, "workers.lastJoined"), ready_at)
+    assert status.get("phase") == RUNNING, f"{name} is {status.get('phase')} after losing a worker, not Running"
+    jobs.wait_for_launcher_log(name, "1 ranks train from", 1)
+    jobs.wait_for_launcher_log(name, "2 ranks train from", 2)  # the first start, then again with the replacement
+    jobs.cluster.kubectl("scale", "distributedtraining", name, "--namespace", NAMESPACE, "--replicas", "3")
+    jobs.wait_for_status(name, "workers.lastJoined", f"{worker_name(name, 2)} at ")
+    jobs.wait_for_launcher_log(name, "3 ranks train from", 1)
+    status = jobs.wait_for_phase(name, SUCCEEDED)
+
+    assert RESTARTING not in jobs.phases(name), f"{name} restarted: {jobs.phases(name)}"
+    assert status.get("restarts") == 0, f"{name} has status.restarts={status.get('restarts')}, expected 0"
+    launchers = [pod["metadata"]["name"] for pod in jobs.pods(name, ROLE_LAUNCHER)]
+    assert len(launchers) == 1, f"{name} had launcher pods {launchers}, expected the one"
+    log = jobs.launcher_log(name, "--timestamps")
+    (jobs.cluster.settings.artifacts / f"{name}-launcher.log").write_text(log)
+    starts = [(int(ranks), int(start)) for ranks, start, _ in RANKS_TRAIN_FROM.findall(log)]
+    LOG.info("the launcher's training (re)starts (ranks, epoch): %s", starts)
+    after_loss = [start for ranks, start in starts if ranks == 1]
+    assert after_loss, f"{name} never went on with 1 rank: {starts}"
+    assert any(ranks == 3 for ranks, _ in starts), f"{name} never trained with 3 ranks: {starts}"
+    assert min(after_loss) >= epoch, f"{name} went back before epoch {epoch} after the loss: {starts}"
+    LOG.info("the replacement trained %s s after it was Ready", seconds_to_train_again(log, ready_at))
+
+
+def test_missing_image(jobs: Jobs) -> None:
+    """A job whose image does not exist fails with reason ImagePullFailed and a message naming the image and
+    ErrImagePull or ImagePullBackOff (after its one restart: the image never comes)."""
+    name, image = "cifar-mixup-missing-image", f"kubetrain/does-not-exist:{TAG}"
+    jobs.apply(cifar_mixup(name, 1, image))
+    status = jobs.wait_for_phase(name, FAILED, timeout=600)
+    message = status.get("message") or ""
+    LOG.info("%s: Failed %s: %s", name, status.get("reason"), message)
+    assert status.get("reason") == IMAGE_PULL_FAILED, f"{name} failed with reason {status.get('reason')}"
+    assert image in message, f"the status message does not name the image {image}: {message}"
+    assert "ErrImagePull" in message or "ImagePullBackOff" in message, \
+        f"the status message does not say ErrImagePull or ImagePullBackOff: {message}"
+
+
+def test_delete(installed: KindCluster, volumes: KindCluster) -> None:
+    """`kubectl delete dtr --all` (the jobs the tests above left) leaves no child of any job: no pod, Job, Service,
+    ConfigMap, Secret, ServiceAccount, Role or RoleBinding."""
+    installed.kubectl("delete", "distributedtrainings", "--all", "--namespace", NAMESPACE, "--wait=true",
+                      "--timeout=120s", timeout=150)
+    children = ",".join(child.plural for child in CHILD_KINDS if child.watched)
+
+    def left() -> list[str]:
+        return installed.kubectl("get", children, "--namespace", NAMESPACE, f"--selector={LABEL_JOB}",
+                                 "--output=name").split()
+
+    poll(lambda: None if left() else True, 180, "every child of every DistributedTraining to go",
+         lambda: f"left: {left()}")
+
+
+def test_uninstall(installed: KindCluster) -> None:
+    """`helm uninstall` leaves nothing in the release's namespace once the operator's pod is gone (its Lease, owned by
+    that pod, goes with it) and no cluster role; the CRD stays (Helm never deletes CRDs), and with it the users'
+    DistributedTrainings."""
+    installed.helm("uninstall", RELEASE, "--namespace", SYSTEM_NAMESPACE, "--wait", "--timeout", "180s", timeout=240)
+    poll(lambda: None if installed.release_leftovers() else True, 120, "helm uninstall to leave nothing of ours",
+         lambda: f"left: {installed.release_leftovers()}")
+    assert installed.kubectl_result("get", "crd", CRD, "--output=name").returncode == 0, \
+        "helm uninstall removed the CRD (Helm keeps crds/, so the users' DistributedTrainings survive)"
+
+
+def assert_finished(jobs: Jobs, name: str, epochs: int) -> str:
+    """`kubectl get dtr` shows the columns, Succeeded, every epoch and a metric; status.progress and
+    status.checkpoint show the last epoch. Returns the checkpoint's path."""
+    header = jobs.table(name).splitlines()[0]
+    assert re.fullmatch(r"NAME +PHASE +WORKERS +EPOCH +METRIC +AGE", header), \
+        f"kubectl get dtr should show the columns NAME PHASE WORKERS EPOCH METRIC AGE: {header}"
+    row = jobs.table(name, "--no-headers").strip()
+    LOG.info("kubectl get dtr: %s", row)
+    assert re.match(rf"{re.escape(name)} +Succeeded +[0-9]+/2 +{epochs}/{epochs} +[a-z_]+=[0-9.]+ +", row), \
+        f"kubectl get dtr should show Succeeded, {epochs}/{epochs} epochs and a metric: {row}"
+    status = jobs.status(name)
+    progress, checkpoint = status.get("progress") or {}, status.get("checkpoint") or {}
+    assert progress.get("epochs") == epochs and progress.get("epoch") == epochs, \
+        f"status.progress should show epoch {epochs} of {epochs}: {progress}"
+    assert progress.get("metrics"), f"status.progress.metrics is empty: {progress}"
+    assert checkpoint.get("path") and checkpoint.get("epoch") == epochs, \
+        f"status.checkpoint should name the epoch-{epochs} checkpoint: {checkpoint}"
+    return str(checkpoint["path"])
+
+
+def delete_worker_after_an_epoch(jobs: Jobs, name: str) -> int:
+    """Once the job reports a finished epoch, deletes its pod <name>-worker-1; returns the epoch it reported then."""
+
+    def finished_epoch(status: dict[str, Any]) -> int | None:
+        if status.get("phase") == SUCCEEDED:
+            raise AssertionError(f"{name} finished before a worker could be deleted")
+        epoch = field(status, "progress.epoch") or 0
+        return epoch if epoch >= 1 else None
+
+    epoch = jobs.wait_for(name, "a finished epoch", finished_epoch)
+    LOG.info("epoch %d done: deleting pod %s", epoch, worker_name(name, 1))
+    jobs.cluster.kubectl("delete", "pod", worker_name(name, 1), "--namespace", NAMESPACE, "--wait=false")
+    return epoch
+
+
+def ready_since(pod: dict[str, Any]) -> str:
+    """When the pod last became Ready."""
+    return next(condition["lastTransitionTime"] for condition in pod["status"]["conditions"]
+                if condition["type"] == "Ready")
+
+
+def seconds_to_train_again(log: str, ready_at: str) -> float | None:
+    """From the replacement's Ready to the first training of more than one rank after the shrink to one, read from
+    the launcher's log with --timestamps."""
+    shrunk = False
+    for line in log.splitlines():
+        found = re.match(r"(\S+) .*?(\d+) ranks train from epoch", line)
+        if not found:
+            continue
+        if found.group(2) == "1":
+            shrunk = True
+        elif shrunk and moment(found.group(1)) >= moment(ready_at):
+            return (moment(found.group(1)) - moment(ready_at)).total_seconds()
     return None
 
 
-@pytest.mark.timeout(2 * 3600)  # cluster, image loads and three trainings; the suite's 900 s default is for the rest
-def test_user_path_on_kind(tmp_path: Path) -> None:
-    settings = local_kind_settings()
-    reason = missing_prerequisite(settings.get("KIND", os.environ.get("KIND", "kind")))
-    if reason:
-        pytest.skip(f"kind end-to-end test not run: {reason}")
-    env = {**os.environ, **settings, "KUBETRAIN_E2E_ARTIFACTS": str(tmp_path)}
-    if all(docker_has(image_name(name)) for name in ("operator", "entrypoints", "cifar_mixup")):
-        env.setdefault("KUBETRAIN_E2E_SKIP_BUILD", "1")  # `make images` built them
-    result = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=2 * 3600)
-    print(result.stdout[-20000:])
-    print(result.stderr[-30000:])
-    assert result.returncode == 0, f"run-kind.sh failed (exit {result.returncode}); artifacts in {tmp_path}"
-    for scenario in ("install", "train", "own image", "restart", "elastic", "missing image", "delete", "uninstall"):
-        assert f"PASSED scenario {scenario}" in result.stderr
-    assert "PASSED: kind scenarios install, train own_image restart elastic missing_image delete, uninstall" \
-        in result.stderr
+def moment(timestamp: str) -> datetime:
+    """An RFC 3339 timestamp (kubectl's, to the nanosecond) to the microsecond."""
+    return datetime.fromisoformat(timestamp.rstrip("Z")[:26])

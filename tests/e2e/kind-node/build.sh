@@ -7,7 +7,8 @@
 # copied in, every image imported into its containerd, committed as kubetrain/kind-node:<kubernetes version>.
 # A second run finds the binaries and the image (labelled with the key) and exits at once.
 # Usage: build.sh               build (if needed), then print what was built
-#        build.sh --print-env   only print the settings of tests/e2e/run-kind.sh for this image (KIND=..., ...)
+#        build.sh --print-env   only print the kind tests' settings for this image (KIND=..., ...;
+#                               tests/support/kind_cluster.py reads them)
 # Not in the image, because the Go module proxy here does not serve them: kindnetd (kind's default CNI; clusters of
 # this image set disableDefaultCNI and get the plain CNI of ./cni.sh), crictl (sigs.k8s.io/cri-tools; neither kubeadm
 # nor our tests need it), the local-path provisioner (our tests use PersistentVolumes on a directory every node mounts).

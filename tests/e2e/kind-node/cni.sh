@@ -4,7 +4,7 @@
 # node's podCIDR, portmap) and a route to each other node's podCIDR via that node's address. Pod traffic between nodes
 # is routed, never masqueraded, so every pod sees its peers' real addresses (as MPI needs). Pods have no route out of
 # the cluster, which our tests do not need.
-# Usage: cni.sh CLUSTER   (KUBECONFIG must point at the cluster; DOCKER, KIND, KUBECTL as in run-kind.sh)
+# Usage: cni.sh CLUSTER   (KUBECONFIG must point at the cluster; DOCKER, KIND, KUBECTL: the binaries to use)
 set -euo pipefail
 cluster=$1
 DOCKER=${DOCKER:-docker}

@@ -18,8 +18,3 @@ def byo_image(mpi: str) -> str:
     key = hashlib.sha256(b"".join((HERE / name).read_bytes() for name in INPUTS)).hexdigest()[:12]
     return f"kubetrain-test/byo-{mpi}:{key}"
 
-
-if __name__ == "__main__":  # python tags.py mpich: the tag, for shell scripts
-    import sys
-
-    print(byo_image(sys.argv[1]))
