@@ -52,10 +52,6 @@ CHILD_KINDS: tuple[ChildKind, ...] = (
     ChildKind("configmaps", "v1", "ConfigMap", "configmaps", keep={"data": True}),
     # The key pair stays in the API server: the planner only needs to know the Secret exists.
     ChildKind("secrets", "v1", "Secret", "secrets"),
-    ChildKind("serviceaccounts", "v1", "ServiceAccount", "serviceaccounts"),
-    ChildKind("roles", "rbac.authorization.k8s.io/v1", "Role", "roles", keep={"rules": True}),
-    ChildKind("rolebindings", "rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings",
-              keep={"subjects": True, "roleRef": True}),
     COSCHEDULING_POD_GROUP,
     VOLCANO_POD_GROUP,
 )

@@ -29,7 +29,6 @@ from kubetrain.keys import SshKeyPair
 from kubetrain.manifests.hosts import build_hosts_configmap
 from kubetrain.manifests.launcher import build_launcher_job
 from kubetrain.manifests.pods import build_worker_pod, build_worker_pod_group
-from kubetrain.manifests.rbac import build_role, build_role_binding, build_service_account
 from kubetrain.manifests.service import build_ready_service, build_service
 from kubetrain.manifests.ssh import build_ssh_secret
 
@@ -66,9 +65,6 @@ def child_objects(job: Job, keys: SshKeyPair) -> list[dict[str, Any]]:
         build_hosts_configmap(job),
         build_service(job),
         *([] if ready_service is None else [ready_service]),
-        build_service_account(job),
-        build_role(job),
-        build_role_binding(job),
         *([] if pod_group is None else [pod_group]),
         *(build_worker_pod(job, index) for index in range(job.spec.workers)),
         build_launcher_job(job),

@@ -79,14 +79,6 @@ def hosts_configmap_name(name: str) -> str:
     return f"{name}-hosts"
 
 
-def service_account_name(name: str) -> str:
-    return f"{name}-job"
-
-
-def role_name(name: str) -> str:
-    return f"{name}-status-writer"
-
-
 def pod_group_name(name: str) -> str:
     """The gang's PodGroup (spec.scheduling.gang): the workers, not the launcher, which starts after them."""
     return f"{name}-workers"

@@ -123,7 +123,7 @@ class Writer:
 
 
 def _apply(writer: Writer, status: dict[str, Any], plan: Plan, job: Job) -> None:
-    """Children first, in waves of writes that do not depend on each other (the ServiceAccount, then deletions, then
+    """Children first, in waves of writes that do not depend on each other (a gang's PodGroup, then deletions, then
     worker pods with the config children, then the launcher), then the status, then events. A plan that deletes or
     starts a new attempt records its status first, so a crash between steps never forgets a restart already
     decided."""
@@ -140,16 +140,16 @@ def _apply(writer: Writer, status: dict[str, Any], plan: Plan, job: Job) -> None
 
 
 def waves(actions: list[Action]) -> list[list[Action]]:
-    """Actions grouped in the order they may run: a pod needs its ServiceAccount (admission refuses it otherwise),
-    a gang's pods need their PodGroup (and none is made if the cluster does not serve that kind), the old
-    attempt's pods go before the new attempt's come, the launcher needs its workers. Everything else goes with the
-    pods: a pod may be created before the ConfigMap and Secret it mounts (the kubelet waits for them)."""
+    """Actions grouped in the order they may run: a gang's pods need their PodGroup (and none is made if the
+    cluster does not serve that kind), the old attempt's pods go before the new attempt's come, the launcher needs
+    its workers. Everything else goes with the pods: a pod may be created before the ConfigMap and Secret it mounts
+    (the kubelet waits for them)."""
     def rank(action: Action) -> int:
         if isinstance(action, DeleteTraining):
             return 4
         if isinstance(action, Delete):
             return 1
-        if isinstance(action, Create) and action.obj["kind"] in ("ServiceAccount", "PodGroup"):
+        if isinstance(action, Create) and action.obj["kind"] == "PodGroup":
             return 0
         if isinstance(action, Create) and action.obj["kind"] == "Job":
             return 3

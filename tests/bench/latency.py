@@ -1,9 +1,8 @@
 """Per-job operator latencies from what a namespace watch saw (pure).
 
 An `Observation` is what the watches recorded: when each labelled object was first seen, and when each worker pod was
-first seen Ready. A job's children are every object labelled with its name except what comes with the launcher: the
-launcher Job, the pods that Job creates, and the kinds an operator creates in the same step as its launcher
-(kubetrain's Role and RoleBinding for rank 0's progress reports); its launcher is the Job.
+first seen Ready. A job's children are every object labelled with its name except the launcher Job and the pods that
+Job creates; its launcher is the Job.
 """
 
 from __future__ import annotations
@@ -23,7 +22,6 @@ class Convention:
     job_keys: tuple[str, ...]
     role_key: str
     worker_role: str = "worker"
-    with_launcher: tuple[str, ...] = ()  # kinds created in the same step as the launcher Job
 
     def job_of(self, labels: Mapping[str, str]) -> str | None:
         return next((labels[key] for key in self.job_keys if key in labels), None)
@@ -34,7 +32,7 @@ class Convention:
         return self.job_keys[0] if len(self.job_keys) == 1 else None
 
 
-KUBETRAIN = Convention((LABEL_JOB,), LABEL_ROLE, with_launcher=("Role", "RoleBinding"))
+KUBETRAIN = Convention((LABEL_JOB,), LABEL_ROLE)
 # mpi-operator v0.8.0 labels its pods with the job name and role, its ConfigMap, Service, Secret and Job with app=<job>
 MPI_OPERATOR = Convention(("training.kubeflow.org/job-name", "app"), "training.kubeflow.org/job-role")
 LABEL_JOB = KUBETRAIN.job_keys[0]
@@ -64,8 +62,7 @@ def owned(observation: Observation, job: str, convention: Convention = KUBETRAIN
 
 def is_launcher_side(key: Key, labels: Mapping[str, str], convention: Convention = KUBETRAIN) -> bool:
     kind, _ = key
-    return (kind == "Job" or kind in convention.with_launcher
-            or (kind == "Pod" and labels.get(convention.role_key) != convention.worker_role))
+    return kind == "Job" or (kind == "Pod" and labels.get(convention.role_key) != convention.worker_role)
 
 
 def job_latency(observation: Observation, job: str, submitted: float,

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
+from tests.support.chart import helm_binary, token_kubeconfig
 from tests.support.cluster import ControlPlane, free_port, wait_until
 from tests.support.operator_harness import (
     REPO,
@@ -35,14 +35,6 @@ from tests.support.operator_harness import (
 
 CHART = REPO / "charts" / "kubetrain"
 CRD_NAME = "distributedtrainings.kubetrain.dev"
-
-
-def helm_binary() -> Path:
-    cache = Path(os.environ.get("KUBETRAIN_CACHE", Path.home() / ".cache" / "kubetrain"))
-    path = cache / "bin" / "helm"
-    if not os.access(path, os.X_OK):
-        pytest.fail(f"helm not found at {path}; install it: .ci/install-kubetools .venv {path.parent}", pytrace=False)
-    return path
 
 
 def helm(plane: ControlPlane, *args: str) -> str:
@@ -66,24 +58,6 @@ def can_i(plane: ControlPlane, user: str, verb: str, resource: str, namespace: s
 
 def service_account_user(namespace: str, name: str) -> str:
     return f"system:serviceaccount:{namespace}:{name}"
-
-
-def token_kubeconfig(plane: ControlPlane, namespace: str, account: str, path: Path) -> Path:
-    """A kubeconfig whose only credential is a bound token of the ServiceAccount (what a pod of it would hold)."""
-    token = plane.kubectl("create", "token", account, f"--namespace={namespace}", "--duration=1h").strip()
-    admin = yaml.safe_load(plane.kubeconfig.read_text())
-    cluster = admin["clusters"][0]["cluster"]
-    config = {
-        "apiVersion": "v1", "kind": "Config",
-        "clusters": [{"name": "kubetrain-test", "cluster": {
-            "server": plane.server, "certificate-authority-data": cluster["certificate-authority-data"]}}],
-        "users": [{"name": account, "user": {"token": token}}],
-        "contexts": [{"name": account, "context": {"cluster": "kubetrain-test", "user": account}}],
-        "current-context": account,
-    }
-    path.write_text(yaml.safe_dump(config))
-    path.chmod(0o600)
-    return path
 
 
 def whoami(plane: ControlPlane, kubeconfig: Path) -> str:
@@ -237,16 +211,21 @@ def test_namespaced_install_runs_jobs_with_only_the_listed_namespaces_rights(
         assert status == 200 and 'kubetrain_job_transitions_total{phase="Succeeded"} 1.0' in metrics
         assert_no_forbidden_calls(operator)
 
-        job_account = service_account_user(team, "helm-demo-job")
+        # A job's pods run as the namespace's default account: RBAC lets it patch a status (the chart's admission
+        # policy then admits only the job's own pods: tests/reliability/test_security.py) and nothing else.
+        job_account = service_account_user(team, "default")
         assert can_i(control_plane, job_account, "patch", "distributedtrainings.kubetrain.dev/helm-demo", team,
                      subresource="status")
-        assert can_i(control_plane, job_account, "get", "distributedtrainings.kubetrain.dev/helm-demo", team,
-                     subresource="status")
-        assert not can_i(control_plane, job_account, "patch", "distributedtrainings.kubetrain.dev/another-job",
-                         team, subresource="status"), "a job may write its own status only"
+        assert not can_i(control_plane, job_account, "get", "distributedtrainings.kubetrain.dev/helm-demo", team,
+                         subresource="status")
         assert not can_i(control_plane, job_account, "patch", "distributedtrainings.kubetrain.dev/helm-demo", team)
         assert not can_i(control_plane, job_account, "get", "secrets", team)
         assert not can_i(control_plane, job_account, "create", "pods", team)
+        elsewhere = service_account_user(other, "default")
+        assert not can_i(control_plane, elsewhere, "patch", "distributedtrainings.kubetrain.dev", other,
+                         subresource="status"), "only the watched namespaces' accounts may report progress"
+        assert control_plane.get("validatingadmissionpolicybinding", "kubetrain-progress")["spec"]["policyName"] == (
+            "kubetrain-progress")
     finally:
         operator.stop()
         print(f"operator log:\n{operator.log_tail(200)}")
@@ -308,4 +287,6 @@ def test_cluster_wide_install_runs_jobs_in_any_namespace_and_nothing_more(
         assert not can_i(control_plane, user, "create", "pods", "any-namespace", subresource="exec")
     finally:
         helm(control_plane, "uninstall", release, f"--namespace={namespace}")
-    assert not control_plane.kubectl("get", "clusterrole", f"{release}-kubetrain", "--ignore-not-found").strip()
+    for kind, name in (("clusterrole", f"{release}-kubetrain"), ("clusterrole", f"{release}-kubetrain-progress"),
+                       ("validatingadmissionpolicy", f"{release}-kubetrain-progress")):
+        assert not control_plane.kubectl("get", kind, name, "--ignore-not-found").strip(), f"{kind} {name} left"

@@ -23,9 +23,8 @@ from tests.support.operator_harness import (
 
 LEASE = "kubetrain-operator"
 HANDOVER_BOUND_SECONDS = 15.0  # the chart's promise: lease 8 s + one 2 s retry, with room for a loaded machine
-KINDS = ("pods", "jobs", "services", "configmaps", "secrets", "serviceaccounts", "roles", "rolebindings")
-ONE_JOB = {"pods": 3, "jobs": 1, "services": 1, "configmaps": 1, "secrets": 1, "serviceaccounts": 1, "roles": 1,
-           "rolebindings": 1}
+KINDS = ("pods", "jobs", "services", "configmaps", "secrets")
+ONE_JOB = {"pods": 3, "jobs": 1, "services": 1, "configmaps": 1, "secrets": 1}
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ import json
 
 import yaml
 
+from kubetrain.children import CHILD_KINDS
 from kubetrain.contract import LABEL_ATTEMPT
 from tests.support.cluster import ControlPlane, wait_until
 from tests.support.operator_harness import (
@@ -56,16 +57,12 @@ def test_applied_job_yaml_gets_every_child_then_a_launcher(
         assert pod["spec"]["nodeName"].startswith("kwok-gpu-"), "worker pods run on the GPU nodes"
         limits = pod["spec"]["containers"][0]["resources"]["limits"]
         assert int(limits["nvidia.com/gpu"]) == body["spec"]["resources"]["gpusPerWorker"]
-    for kind, child in (("secret", f"{name}-ssh"), ("configmap", f"{name}-hosts"), ("service", name),
-                        ("serviceaccount", f"{name}-job")):
+    for kind, child in (("secret", f"{name}-ssh"), ("configmap", f"{name}-hosts"), ("service", name)):
         assert control_plane.get(kind, child, namespace)["metadata"]["ownerReferences"][0]["name"] == name
     hostfile = control_plane.get("configmap", f"{name}-hosts", namespace)["data"]["hostfile"]
     assert hostfile.splitlines()[0].startswith(f"{name}-worker-0.{name}.{namespace}.svc slots=")
 
     wait_until(lambda: children(control_plane, namespace, name, "jobs"), message="the launcher Job")
-    for kind, child in (("role", f"{name}-status-writer"), ("rolebinding", f"{name}-status-writer")):
-        # rank 0's access to the job's status comes with the launcher, off the path to the workers
-        assert control_plane.get(kind, child, namespace)["metadata"]["ownerReferences"][0]["name"] == name
     launcher_pods = wait_for_pods(control_plane, namespace, name, 1, role="launcher")
     assert "nvidia.com/gpu" not in json.dumps(launcher_pods[0]["spec"]["containers"][0]["resources"])
     current = wait_for_status(control_plane, namespace, name, operator, phase="Running")
@@ -171,7 +168,7 @@ def test_deleting_the_training_removes_every_child(
     create(control_plane, namespace, training("gone"))
     wait_for_pods(control_plane, namespace, "gone", 1, role="launcher")
     control_plane.kubectl("delete", "dtr", "gone", "--namespace", namespace)
-    for kind in ("pods", "jobs", "services", "configmaps", "secrets", "serviceaccounts", "roles", "rolebindings"):
+    for kind in (child.plural for child in CHILD_KINDS if child.watched):
         wait_until(lambda k=kind: not children(control_plane, namespace, "gone", k), message=f"{kind} of gone")
     assert operator.alive()
 
@@ -183,7 +180,7 @@ def test_operator_killed_while_creating_children_leaves_exactly_one_set(
     for name in names:  # CPU-only, so the fake nodes' 8 GPUs do not limit how many run at once
         create(control_plane, namespace, training(name, resources={"gpusPerWorker": 0}))
     # kill -9 as soon as the first children show up, with most of them still to be made
-    wait_until(lambda: any(children(control_plane, namespace, n, "serviceaccounts") for n in names), interval=0.05,
+    wait_until(lambda: any(children(control_plane, namespace, n, "configmaps") for n in names), interval=0.05,
                message="the first children")
     operator.kill()
     operator.start()
@@ -194,9 +191,8 @@ def test_operator_killed_while_creating_children_leaves_exactly_one_set(
     for name in names:
         wait_for_status(control_plane, namespace, name, operator, phase="Running", timeout=180)
         counts = {kind: len(children(control_plane, namespace, name, kind))
-                  for kind in ("pods", "jobs", "services", "configmaps", "secrets", "serviceaccounts", "roles")}
-        assert counts == {"pods": 3, "jobs": 1, "services": 1, "configmaps": 1, "secrets": 1,
-                          "serviceaccounts": 1, "roles": 1}, name
+                  for kind in ("pods", "jobs", "services", "configmaps", "secrets")}
+        assert counts == {"pods": 3, "jobs": 1, "services": 1, "configmaps": 1, "secrets": 1}, name
 
 
 def test_spec_the_schema_cannot_catch_fails_with_the_field_named(

@@ -17,14 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from kubetrain.children import WATCHED_KINDS
 from kubetrain.contract import LABEL_ATTEMPT, LABEL_JOB, LABEL_ROLE
 from tests.support.cluster import ControlPlane, Process, _spawn, free_port, wait_until
 from tests.support.operator_harness import REPO, OperatorProcess, operator_command, operator_log_dir
 
-CHILD_KINDS = ("pods", "jobs.batch", "services", "configmaps", "secrets", "serviceaccounts",
-               "roles.rbac.authorization.k8s.io", "rolebindings.rbac.authorization.k8s.io")
+CHILD_KINDS = tuple(f"{child.plural}.{child.group}".rstrip(".") for child in WATCHED_KINDS)
 
 
 def python() -> str:
@@ -207,23 +205,6 @@ def expected_children(body: dict[str, Any], snapshot_items: list[dict[str, Any]]
         else:
             counts[obj["kind"]] += 1
     return dict(counts)
-
-
-def job_token_kubeconfig(plane: ControlPlane, namespace: str, account: str, path: Path) -> Path:
-    """A kubeconfig whose only credential is a bound token of the ServiceAccount, as a pod of it would hold."""
-    token = plane.kubectl("create", "token", account, f"--namespace={namespace}", "--duration=1h").strip()
-    admin = yaml.safe_load(plane.kubeconfig.read_text())
-    ca = admin["clusters"][0]["cluster"]["certificate-authority-data"]
-    config = {
-        "apiVersion": "v1", "kind": "Config",
-        "clusters": [{"name": "test", "cluster": {"server": plane.server, "certificate-authority-data": ca}}],
-        "users": [{"name": account, "user": {"token": token}}],
-        "contexts": [{"name": account, "context": {"cluster": "test", "user": account}}],
-        "current-context": account,
-    }
-    path.write_text(yaml.safe_dump(config))
-    path.chmod(0o600)
-    return path
 
 
 def kubectl_as(plane: ControlPlane, kubeconfig: Path, *args: str, input: str | None = None

@@ -1,9 +1,10 @@
 """Security of what the operator makes, on the real API server: one SSH key pair per job that never shows up in
 logs, events or status; the key Secret mounted read-only 0400; pods admitted under the 'restricted' Pod Security
-Standard; and each job's ServiceAccount token refused everything but writing its own job's status.
+Standard; and a job pod's token refused everything but writing its own job's status (the chart's progress RBAC and
+admission policy, applied here as `helm install` applies them).
 
-tests/controlplane/test_helm_install.py proves the operator's own (chart) RBAC with `kubectl auth can-i`, and the basic
-can-i answers for a job's account. Here the job's account is tried with real requests carrying its token.
+tests/controlplane/test_helm_install.py proves the operator's own (chart) RBAC with `kubectl auth can-i`. Here a job
+pod's token is tried with real requests.
 """
 
 from __future__ import annotations
@@ -17,11 +18,15 @@ from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives import serialization
-from fault_harness import MeteredOperator, forbidden, job_token_kubeconfig, kubectl_as, new_namespace
+from fault_harness import MeteredOperator, forbidden, kubectl_as, new_namespace
 from figures import FIGURES
+from kubernetes import client
+from kubernetes import config as kube_config
+from kubernetes.client.exceptions import ApiException
 
-from kubetrain.contract import LABEL_JOB, LABEL_ROLE
-from tests.support.cluster import ControlPlane
+from kubetrain.contract import GROUP, LABEL_ROLE, PLURAL, VERSION
+from tests.support.chart import render_template, token_kubeconfig
+from tests.support.cluster import ControlPlane, wait_until
 from tests.support.operator_harness import children, create, training, wait_for_status
 
 pytestmark = pytest.mark.controlplane
@@ -39,10 +44,14 @@ class Deployment:
 
 @pytest.fixture(scope="module")
 def deployed(crd: ControlPlane) -> Iterator[Deployment]:
-    """Two running jobs in a namespace that enforces the restricted Pod Security Standard."""
+    """Two running jobs in a namespace that enforces the restricted Pod Security Standard, with the chart's progress
+    RBAC and admission policy."""
     namespace = new_namespace(crd, "security")
     crd.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted",
                 "pod-security.kubernetes.io/enforce-version=latest")
+    progress = render_template("progress.yaml", "security", "kubetrain-system",
+                               f"--set=watch.namespaces={{{namespace}}}")
+    crd.kubectl("apply", "--filename=-", input=progress)
     operator = MeteredOperator(crd, namespace).start()
     try:
         for name in JOBS:
@@ -52,6 +61,7 @@ def deployed(crd: ControlPlane) -> Iterator[Deployment]:
         yield Deployment(crd, namespace, operator)
     finally:
         operator.stop()
+        crd.kubectl("delete", "--filename=-", "--ignore-not-found", "--wait=false", input=progress)
         crd.kubectl("delete", "namespace", namespace, "--wait=false", "--ignore-not-found")
 
 
@@ -131,22 +141,37 @@ def test_pods_are_admitted_as_restricted_non_root_read_only(deployed: Deployment
             assert context["capabilities"]["drop"] == ["ALL"] and not context["capabilities"].get("add"), where
             assert not context.get("privileged"), where
         role = pod["metadata"]["labels"][LABEL_ROLE]
-        assert spec["serviceAccountName"] == f"{pod['metadata']['labels'][LABEL_JOB]}-job"
+        assert spec["serviceAccountName"] == "default", "no account of its own: the admission policy limits the token"
         if role == "launcher":
             assert spec["automountServiceAccountToken"] is False, "the launcher needs no API access"
 
 
-def test_job_account_token_writes_only_its_own_status(deployed: Deployment, tmp_path: Path) -> None:
-    plane, namespace = deployed.plane, deployed.namespace
-    config = job_token_kubeconfig(plane, namespace, "alpha-job", tmp_path / "alpha.kubeconfig")
-    ns = f"--namespace={namespace}"
+def report(config: Path, namespace: str, job: str) -> str | None:
+    """Rank 0's progress report as trainlib.kube_status sends it (one merge patch, no read first) with the token in
+    `config`: None when accepted, else the API server's refusal."""
+    api = client.CustomObjectsApi(kube_config.new_client_from_config(str(config)))
+    body = {"status": {"progress": {"epoch": 1, "epochs": 2}}}
+    try:
+        api.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, job, body,
+                                                  _content_type="application/merge-patch+json")
+    except ApiException as error:
+        return f"{error.status} {error.reason}: {error.body}"
+    return None
 
-    def run(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+
+def test_a_job_pods_token_writes_only_its_own_jobs_status(deployed: Deployment, tmp_path: Path) -> None:
+    plane, namespace = deployed.plane, deployed.namespace
+    ns = f"--namespace={namespace}"
+    alpha = token_kubeconfig(plane, namespace, "default", tmp_path / "alpha.kubeconfig", pod="alpha-worker-0")
+    unbound = token_kubeconfig(plane, namespace, "default", tmp_path / "unbound.kubeconfig")
+
+    def run(config: Path, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
         return kubectl_as(plane, config, ns, *args, input=input)
 
-    progress = json.dumps({"status": {"progress": {"epoch": 1, "epochs": 2}}})
-    own = run("patch", "dtr", "alpha", "--subresource=status", "--type=merge", f"--patch={progress}")
-    assert own.returncode == 0, f"rank 0 must be able to report progress: {own.stderr}"
+    wait_until(lambda: str(report(unbound, namespace, "alpha")).startswith("403"),
+               message="the chart's admission policy to be in force")
+    own = report(alpha, namespace, "alpha")
+    assert own is None, f"rank 0 must be able to report progress: {own}"
     assert plane.get("dtr", "alpha", namespace)["status"]["progress"]["epoch"] == 1
 
     pod = json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "intruder"},
@@ -154,29 +179,31 @@ def test_job_account_token_writes_only_its_own_status(deployed: Deployment, tmp_
     binding = json.dumps({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
                           "metadata": {"name": "grab"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
                                                                     "kind": "ClusterRole", "name": "admin"},
-                          "subjects": [{"kind": "ServiceAccount", "name": "alpha-job", "namespace": namespace}]})
+                          "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": namespace}]})
     attempts = {
-        "read its own key Secret": run("get", "secret", "alpha-ssh"),
-        "read another job's key Secret": run("get", "secret", "beta-ssh"),
-        "list Secrets": run("get", "secrets"),
-        "create a pod": run("create", "--filename=-", input=pod),
-        "exec into a worker": run("exec", "alpha-worker-0", "--", "true"),
-        "patch another job's status": run("patch", "dtr", "beta", "--subresource=status", "--type=merge",
-                                          f"--patch={progress}"),
-        "patch another job's spec": run("patch", "dtr", "beta", "--type=merge",
+        "read its own key Secret": run(alpha, "get", "secret", "alpha-ssh"),
+        "read another job's key Secret": run(alpha, "get", "secret", "beta-ssh"),
+        "list Secrets": run(alpha, "get", "secrets"),
+        "create a pod": run(alpha, "create", "--filename=-", input=pod),
+        "exec into a worker": run(alpha, "exec", "alpha-worker-0", "--", "true"),
+        "patch another job's spec": run(alpha, "patch", "dtr", "beta", "--type=merge",
                                         '--patch={"spec":{"runPolicy":{"suspend":true}}}'),
-        "patch its own spec": run("patch", "dtr", "alpha", "--type=merge",
+        "patch its own spec": run(alpha, "patch", "dtr", "alpha", "--type=merge",
                                   '--patch={"spec":{"runPolicy":{"backoffLimit":100}}}'),
-        "delete its own job": run("delete", "dtr", "alpha", "--wait=false"),
-        "read another job": run("get", "dtr", "beta"),
-        "bind itself a stronger role": run("create", "--filename=-", input=binding),
-        "read the hostfile ConfigMaps": run("get", "configmaps"),
+        "delete its own job": run(alpha, "delete", "dtr", "alpha", "--wait=false"),
+        "read its own job": run(alpha, "get", "dtr", "alpha"),
+        "read another job": run(alpha, "get", "dtr", "beta"),
+        "bind itself a stronger role": run(alpha, "create", "--filename=-", input=binding),
+        "read the hostfile ConfigMaps": run(alpha, "get", "configmaps"),
     }
     allowed = {what: result.stderr or result.stdout for what, result in attempts.items() if not forbidden(result)}
-    FIGURES.count("job ServiceAccount requests not refused", len(allowed))
+    another, no_pod = report(alpha, namespace, "beta"), report(unbound, namespace, "alpha")
+    for what, refusal in (("patch another job's status", another), ("report with a token bound to no pod", no_pod)):
+        if not str(refusal).startswith("403"):
+            allowed[what] = str(refusal)
+    FIGURES.count("job pod token requests not refused", len(allowed))
     assert not allowed, allowed
+    assert "only the pods of DistributedTraining beta may report its progress" in str(another), another
+    assert "is not bound to a pod" in str(no_pod), no_pod
     assert plane.get("dtr", "beta", namespace).get("status", {}).get("progress") is None
     assert plane.get("dtr", "alpha", namespace)["spec"]["runPolicy"]["backoffLimit"] == 3
-    role = plane.get("role", "alpha-status-writer", namespace)
-    assert role["rules"] == [{"apiGroups": ["kubetrain.dev"], "resources": ["distributedtrainings/status"],
-                              "resourceNames": ["alpha"], "verbs": ["get", "patch"]}]

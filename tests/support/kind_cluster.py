@@ -311,12 +311,13 @@ class KindCluster:
 
     def release_leftovers(self) -> list[str]:
         """What is left of the release: anything in its namespace but what every namespace has, and any cluster role,
-        binding or webhook configuration named kubetrain."""
+        binding, admission policy or webhook configuration named kubetrain."""
         kinds = [kind for kind in self.kubectl("api-resources", "--verbs=list", "--namespaced", "--output=name").split()
                  if not kind.startswith("events")]
         found = self.kubectl_result("get", ",".join(kinds), "--namespace", SYSTEM_NAMESPACE, "--output=name").stdout
         cluster_wide = self.kubectl("get", "clusterroles,clusterrolebindings,validatingwebhookconfigurations,"
-                                    "mutatingwebhookconfigurations", "--output=name")
+                                    "mutatingwebhookconfigurations,validatingadmissionpolicies,"
+                                    "validatingadmissionpolicybindings", "--output=name")
         every_namespace = {"configmap/kube-root-ca.crt", "serviceaccount/default"}
         return [name for name in found.split() if name not in every_namespace] + \
             [name for name in cluster_wide.split() if "kubetrain" in name]

@@ -74,11 +74,10 @@ app.kubernetes.io/part-of: kubetrain
 - apiGroups: [kubetrain.dev]
   resources: [distributedtrainings]
   verbs: [get, list, watch, delete]
-# The operator writes phase, conditions and replica counts. It also creates per-job Roles granting get+patch on
-# this subresource, and Kubernetes only lets it grant what it holds itself.
+# The operator writes phase, conditions and replica counts.
 - apiGroups: [kubetrain.dev]
   resources: [distributedtrainings/status]
-  verbs: [get, patch]
+  verbs: [patch]
 # Every child kind but the PodGroup is watched: the operator's cache is fed by these watches and a reconcile pass
 # reads only the cache (list: the watch's first listing). Worker pods and launcher Jobs are created, and deleted on
 # restart and cleanup; get reads an existing object on a create conflict to check who owns it.
@@ -92,14 +91,10 @@ app.kubernetes.io/part-of: kubetrain
 - apiGroups: [""]
   resources: [services, configmaps]
   verbs: [get, list, watch, create, patch]
-# The per-job ssh key Secret and ServiceAccount: created once, never changed (removed by garbage collection).
+# The per-job ssh key Secret: created once, never changed (removed by garbage collection).
 - apiGroups: [""]
-  resources: [secrets, serviceaccounts]
+  resources: [secrets]
   verbs: [get, list, watch, create]
-# The per-job Role and RoleBinding that let rank 0 patch its own job's status: created, patched back on drift.
-- apiGroups: [rbac.authorization.k8s.io]
-  resources: [roles, rolebindings]
-  verbs: [get, list, watch, create, patch]
 # spec.scheduling.gang: the job's PodGroup (scheduler-plugins' or Volcano's), created with each attempt's workers;
 # get reads it back when it already exists. Removed with the job by garbage collection.
 - apiGroups: [scheduling.x-k8s.io, scheduling.volcano.sh]

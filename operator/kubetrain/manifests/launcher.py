@@ -14,7 +14,6 @@ from kubetrain.contract import (
     LABEL_ATTEMPT,
     ROLE_LAUNCHER,
     launcher_name,
-    service_account_name,
 )
 from kubetrain.manifests.env import container_env
 from kubetrain.manifests.names import launcher_hostname, metadata
@@ -60,8 +59,8 @@ def build_launcher_job(job: Job, attempt: int = 0) -> dict[str, Any]:
             # the name the hostfile gives it when it runs ranks (launcher.runAsWorker)
             "hostname": launcher_hostname(job),
             "restartPolicy": "Never",
-            "serviceAccountName": service_account_name(job.name),
-            # rank 0 reports progress with this token: it runs here with launcher.runAsWorker
+            # rank 0 reports progress with the namespace's ServiceAccount token (the chart's admission policy lets
+            # it patch this job's status only): it runs here with launcher.runAsWorker
             "automountServiceAccountToken": runs_ranks,
             "securityContext": pod_security_context(job),
             "initContainers": [entrypoints_init_container(job)],

@@ -16,7 +16,6 @@ from kubetrain.contract import (
     SSH_DIR,
     SSH_PORT,
     hosts_configmap_name,
-    service_account_name,
     service_name,
     ssh_secret_name,
     worker_name,
@@ -57,8 +56,8 @@ def build_worker_pod(job: Job, index: int, attempt: int = 0) -> dict[str, Any]:
         "hostname": name,
         "subdomain": service_name(job.name),
         "restartPolicy": "Never",
-        "serviceAccountName": service_account_name(job.name),
-        # rank 0 runs here and reports progress to the job's status with this token
+        # rank 0 runs here and reports progress to the job's status with the namespace's ServiceAccount token (the
+        # chart's admission policy lets it patch this job's status only)
         "automountServiceAccountToken": True,
         "securityContext": pod_security_context(job),
         "initContainers": [entrypoints_init_container(job)],

@@ -11,7 +11,6 @@ from kubetrain.contract import ROLE_LAUNCHER, ROLE_WORKER, launcher_name, ssh_se
 from kubetrain.manifests.hosts import build_hosts_configmap
 from kubetrain.manifests.launcher import build_launcher_job
 from kubetrain.manifests.pods import build_worker_pod, build_worker_pod_group
-from kubetrain.manifests.rbac import build_role, build_role_binding, build_service_account
 from kubetrain.manifests.service import build_ready_service, build_service
 from kubetrain.plan.elastic import departing
 from kubetrain.plan.model import (
@@ -31,9 +30,8 @@ from kubetrain.pod_state import is_ready, is_terminating, job_finished, pod_phas
 
 
 def config_actions(job: Job, children: Children) -> list[Action]:
-    """ServiceAccount, Secret, ConfigMap and Service: create when missing, correct drift."""
+    """Secret, ConfigMap and Service: create when missing, correct drift."""
     desired = [
-        (children.serviceaccounts, build_service_account(job), None),
         (children.configmaps, build_hosts_configmap(job), "data"),
         (children.services, build_service(job), "spec"),
     ]
@@ -46,21 +44,14 @@ def config_actions(job: Job, children: Children) -> list[Action]:
     return actions
 
 
-def report_access_actions(job: Job, children: Children) -> list[Action]:
-    """The Role and RoleBinding that let the job's pods patch its status: needed once rank 0 runs, so created with
-    the launcher (in the same pass, before it), off the path from `kubectl apply` to the workers."""
-    return _converge([(children.roles, build_role(job), "rules"),
-                      (children.rolebindings, build_role_binding(job), "subjects")], children)
-
-
-def _converge(desired: list[tuple[list[Obj], dict[str, Any], str | None]], children: Children) -> list[Action]:
+def _converge(desired: list[tuple[list[Obj], dict[str, Any], str]], children: Children) -> list[Action]:
     """Create each desired object that is missing; patch back one whose `drift_key` part drifted."""
     actions: list[Action] = []
     for existing_list, obj, drift_key in desired:
         existing = children.named(existing_list, obj["metadata"]["name"])
         if existing is None:
             actions.append(Create(obj))
-        elif drift_key and drifted(existing.get(drift_key), obj[drift_key]):
+        elif drifted(existing.get(drift_key), obj[drift_key]):
             actions.append(Patch(obj))
     return actions
 
@@ -79,8 +70,8 @@ def drifted(actual: Any, desired: Any) -> bool:
 
 
 def attempt_actions(world: World) -> tuple[list[Action], bool]:
-    """The current attempt's workers, then its launcher once every worker is Ready, with rank 0's access to the
-    job's status (kept while a launcher exists); older attempts' pods and launcher go first. Returns the actions and
+    """The current attempt's workers, then its launcher once every worker is Ready; older attempts' pods and
+    launcher go first. Returns the actions and
     whether something is still going away (look again soon)."""
     job, children, attempt = world.job, world.children, world.attempt
     elastic_departing = departing(world) if job.spec.elastic is not None else {}
@@ -117,8 +108,6 @@ def attempt_actions(world: World) -> tuple[list[Action], bool]:
         waiting = blocked = True
     enough = sum(1 for pod in workers.values() if is_ready(pod)) >= job.spec.workers_to_start
     launching = launcher is None and enough and not blocked
-    if launching or launcher is not None:
-        actions += report_access_actions(job, children)
     if launching:
         actions.append(Create(build_launcher_job(job, attempt)))
     return actions, waiting

@@ -14,28 +14,17 @@ import pytest
 import yaml
 from kubernetes.utils.quantity import parse_quantity
 
-from kubetrain.api import parse_job
 from kubetrain.children import CHILD_KINDS
 from kubetrain.contract import GROUP, PLURAL
 from kubetrain.controller import watched
-from kubetrain.manifests.rbac import build_role
 from kubetrain.settings import Settings, from_environment
+from tests.support.chart import CHART, REPO, helm_binary
 
-REPO = Path(__file__).resolve().parents[3]
-CHART = REPO / "charts" / "kubetrain"
 GOLDEN = Path(__file__).parent / "chart_golden"
 RELEASE, RELEASE_NAMESPACE = "kubetrain", "kubetrain-system"
 NAMESPACED = ("--set", "watch.namespaces={team-a,team-b}")
-RBAC_KINDS = {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
-
-
-def helm_binary() -> Path:
-    """The helm that .ci/install-kubetools unpacks into the kubetrain cache; fails (never skips) without it."""
-    cache = Path(os.environ.get("KUBETRAIN_CACHE", Path.home() / ".cache" / "kubetrain"))
-    path = cache / "bin" / "helm"
-    if not os.access(path, os.X_OK):
-        pytest.fail(f"helm not found at {path}; install it: .ci/install-kubetools .venv {path.parent}", pytrace=False)
-    return path
+RBAC_KINDS = {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ValidatingAdmissionPolicy",
+              "ValidatingAdmissionPolicyBinding"}
 
 
 def helm(*args: str) -> subprocess.CompletedProcess[str]:
@@ -54,6 +43,11 @@ def render(*args: str) -> list[dict[str, Any]]:
 
 def of_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [doc for doc in docs if doc["kind"] == kind]
+
+
+def operator_rbac(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rendered objects without the progress-report access of jobs' pods (templates/progress.yaml)."""
+    return [doc for doc in docs if not doc["metadata"]["name"].endswith("-progress")]
 
 
 def is_leader_rbac(doc: dict[str, Any]) -> bool:
@@ -102,7 +96,7 @@ def test_rendered_manifests_match_the_reviewed_golden_files(golden: str, values:
 
 
 def test_default_install_watches_every_namespace_through_a_cluster_role() -> None:
-    docs = render()
+    docs = operator_rbac(render())
     assert "--all-namespaces" in container(docs)["args"]
     job_roles = [d for d in of_kind(docs, "Role") + of_kind(docs, "RoleBinding") if not is_leader_rbac(d)]
     assert not job_roles, "cluster-wide rights only, besides the Lease in the operator's namespace"
@@ -114,7 +108,7 @@ def test_default_install_watches_every_namespace_through_a_cluster_role() -> Non
 
 
 def test_listed_namespaces_get_a_role_each_and_no_cluster_wide_rights() -> None:
-    docs = render(*NAMESPACED)
+    docs = operator_rbac(render(*NAMESPACED))
     assert operator_settings(docs).namespaces == ("team-a", "team-b")
     assert not of_kind(docs, "ClusterRole") and not of_kind(docs, "ClusterRoleBinding")
     roles = [r for r in of_kind(docs, "Role") if not is_leader_rbac(r)]
@@ -132,7 +126,7 @@ def test_rbac_create_false_renders_no_rbac_objects() -> None:
 
 
 def test_an_existing_service_account_is_used_when_the_chart_does_not_create_one() -> None:
-    docs = render("--set", "serviceAccount.create=false", "--set", "serviceAccount.name=ops-operator")
+    docs = operator_rbac(render("--set", "serviceAccount.create=false", "--set", "serviceAccount.name=ops-operator"))
     assert not of_kind(docs, "ServiceAccount")
     assert the(docs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "ops-operator"
     assert the(docs, "ClusterRoleBinding")["subjects"][0]["name"] == "ops-operator"
@@ -150,7 +144,7 @@ def operator_settings(docs: list[dict[str, Any]]) -> Settings:
 @pytest.mark.parametrize("values", [(), NAMESPACED, ("--set", "kueue.enabled=true")],
                          ids=["cluster-wide", "namespaced", "kueue"])
 def test_rules_allow_every_watch_and_every_child_the_operator_manages(values: tuple[str, ...]) -> None:
-    docs = render(*values)
+    docs = operator_rbac(render(*values))
     watches = watched(operator_settings(docs))
     roles = {(role["kind"], role["metadata"].get("namespace")): role for role in docs
              if role["kind"] in ("ClusterRole", "Role") and not is_leader_rbac(role)}
@@ -171,26 +165,45 @@ def test_rules_allow_every_watch_and_every_child_the_operator_manages(values: tu
         assert allowed(rules, "", "events", "create")
 
 
-def test_operator_holds_every_permission_it_grants_to_a_job() -> None:
-    """Kubernetes refuses to create a Role granting more than its creator holds (RBAC escalation prevention)."""
-    job = parse_job({"apiVersion": f"{GROUP}/v1alpha1", "kind": "DistributedTraining",
-                     "metadata": {"name": "demo", "namespace": "team-a", "uid": "uid-1"},
-                     "spec": {"image": "example/train:1", "command": ["python", "-m", "train"]}})
-    rules = the(render(), "ClusterRole")["rules"]
-    for granted in build_role(job)["rules"]:
-        for group in granted["apiGroups"]:
-            for resource in granted["resources"]:
-                for verb in granted["verbs"]:
-                    assert allowed(rules, group, resource, verb), (group, resource, verb)
+def progress_access(docs: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
+    """The ClusterRole rank 0 reports progress with, its bindings, and the admission policy's binding."""
+    role = next(d for d in of_kind(docs, "ClusterRole") if d["metadata"]["name"].endswith("-progress"))
+    bindings = [d for d in of_kind(docs, "ClusterRoleBinding") + of_kind(docs, "RoleBinding")
+                if d["roleRef"]["name"] == role["metadata"]["name"]]
+    return role, bindings, the(docs, "ValidatingAdmissionPolicyBinding")
+
+
+@pytest.mark.parametrize("values", [(), NAMESPACED], ids=["cluster-wide", "namespaced"])
+def test_job_pods_may_only_patch_a_status_and_the_admission_policy_judges_which(values: tuple[str, ...]) -> None:
+    """RBAC cannot tell a job's pods from others' in a namespace: it lets the namespaces' ServiceAccounts patch the
+    status subresource, and the policy admits a patch only from a token bound to the job's own pod (the real API
+    server proves it: tests/reliability/test_security.py)."""
+    docs = render(*values)
+    role, bindings, policy_binding = progress_access(docs)
+    assert role["rules"] == [{"apiGroups": [GROUP], "resources": [f"{PLURAL}/status"], "verbs": ["patch"]}]
+    policy = the(docs, "ValidatingAdmissionPolicy")
+    assert policy_binding["spec"] == {**policy_binding["spec"], "policyName": policy["metadata"]["name"],
+                                      "validationActions": ["Deny"]}
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    assert f"system:serviceaccount:{RELEASE_NAMESPACE}:{the(docs, 'ServiceAccount')['metadata']['name']}" in str(
+        policy["spec"]["matchConditions"]), "the operator's own status writes are not judged by the policy"
+    if values:
+        assert sorted((b["metadata"]["namespace"], b["subjects"][0]["name"]) for b in bindings) == [
+            ("team-a", "system:serviceaccounts:team-a"), ("team-b", "system:serviceaccounts:team-b")]
+        selector = policy_binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][0]
+        assert selector["values"] == ["team-a", "team-b"]
+    else:
+        assert [b["subjects"] for b in bindings] == [[{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io",
+                                                       "name": "system:serviceaccounts"}]]
 
 
 def test_rules_grant_nothing_cluster_scoped_or_wildcard() -> None:
-    for rule in the(render(), "ClusterRole")["rules"]:
+    for rule in the(operator_rbac(render()), "ClusterRole")["rules"]:
         assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"]
         assert not {"update", "deletecollection", "escalate", "bind", "impersonate"} & set(rule["verbs"])
         assert not {"nodes", "namespaces", "customresourcedefinitions", "clusterroles",
                     "clusterrolebindings"} & set(rule["resources"])
-    rules = the(render(), "ClusterRole")["rules"]
+    rules = the(operator_rbac(render()), "ClusterRole")["rules"]
     assert not allowed(rules, "", "secrets", "delete") and not allowed(rules, "", "secrets", "patch")
 
 
@@ -254,7 +267,7 @@ def test_operator_command_and_settings_reach_the_container() -> None:
 @pytest.mark.parametrize("values", [(), NAMESPACED], ids=["cluster-wide", "namespaced"])
 def test_kueue_enabled_lets_the_operator_watch_workloads_and_tells_it_to(values: tuple[str, ...]) -> None:
     for enabled in (False, True):
-        docs = render(*values, "--set", f"kueue.enabled={str(enabled).lower()}")
+        docs = operator_rbac(render(*values, "--set", f"kueue.enabled={str(enabled).lower()}"))
         env = {item["name"]: item.get("value") for item in container(docs)["env"]}
         assert env.get("KUBETRAIN_KUEUE") == ("true" if enabled else None)
         for role in of_kind(docs, "ClusterRole") + [r for r in of_kind(docs, "Role") if not is_leader_rbac(r)]:
@@ -327,6 +340,9 @@ def test_bad_values_fail_with_a_message_naming_the_value(values: tuple[str, ...]
 # optionalOldSelf 1.30). A feature missing here fails the test until its version is added.
 CRD_FEATURE_SINCE = {"x-kubernetes-validations": 25, "rule": 25, "message": 25, "messageExpression": 27,
                      "fieldPath": 28, "reason": 28, "optionalOldSelf": 30}
+# The same for the chart's templates: ValidatingAdmissionPolicy v1 and the pod name in a pod's ServiceAccount token
+# (ServiceAccountTokenPodNodeInfo, on by default) both from 1.30.
+TEMPLATE_KIND_SINCE = {"ValidatingAdmissionPolicy": 30, "ValidatingAdmissionPolicyBinding": 30}
 
 
 def crd_features(schema: Any) -> set[str]:
@@ -344,13 +360,15 @@ def crd_features(schema: Any) -> set[str]:
     return found
 
 
-def test_the_chart_asks_for_the_first_kubernetes_that_serves_every_crd_feature_it_uses() -> None:
+def test_the_chart_asks_for_the_first_kubernetes_that_serves_every_feature_it_uses() -> None:
     """A real API server of every older minor is not built here (each is a Kubernetes build of its own); the CRD's
-    features are checked against the versions that introduced them, and the chart refuses older clusters."""
+    features and the templates' kinds are checked against the versions that introduced them, and the chart refuses
+    older clusters."""
     crd = yaml.safe_load((CHART / "crds" / "distributedtrainings.kubetrain.dev.yaml").read_text())
     features = crd_features(crd["spec"]["versions"])
     assert features <= set(CRD_FEATURE_SINCE), f"add the Kubernetes version of {features - set(CRD_FEATURE_SINCE)}"
-    minor = max(CRD_FEATURE_SINCE[feature] for feature in features)
+    kinds = {doc["kind"] for doc in render()} & set(TEMPLATE_KIND_SINCE)
+    minor = max([CRD_FEATURE_SINCE[feature] for feature in features] + [TEMPLATE_KIND_SINCE[kind] for kind in kinds])
     refused = helm("template", RELEASE, str(CHART), "--kube-version", f"1.{minor - 1}.0")
     assert refused.returncode != 0
     assert f"chart requires kubeVersion: >=1.{minor}.0-0" in refused.stderr, refused.stderr

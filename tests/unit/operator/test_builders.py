@@ -17,7 +17,6 @@ from kubetrain.manifests.env import job_environment
 from kubetrain.manifests.hosts import build_hosts_configmap, hostfile
 from kubetrain.manifests.launcher import build_launcher_job
 from kubetrain.manifests.pods import build_worker_pod
-from kubetrain.manifests.rbac import build_role, build_role_binding, build_service_account
 from kubetrain.manifests.service import build_ready_service, build_service
 from kubetrain.manifests.ssh import build_ssh_secret
 
@@ -158,20 +157,12 @@ def test_ssh_secret_holds_a_fresh_valid_key_pair_per_job() -> None:
     assert second["stringData"]["id_ed25519"] != data["id_ed25519"]
 
 
-def test_job_role_may_only_patch_its_own_status() -> None:
+def test_only_pods_where_rank_0_may_run_get_a_token_and_none_names_an_account() -> None:
     job = parse_job(training())
-    assert build_role(job)["rules"] == [
-        {
-            "apiGroups": ["kubetrain.dev"],
-            "resources": ["distributedtrainings/status"],
-            "resourceNames": ["cifar"],
-            "verbs": ["get", "patch"],
-        }
-    ]
-    binding = build_role_binding(job)
-    assert binding["subjects"][0]["name"] == build_service_account(job)["metadata"]["name"]
     launcher_spec = build_launcher_job(job)["spec"]["template"]["spec"]
     assert launcher_spec["automountServiceAccountToken"] is False
+    assert build_worker_pod(job, 0)["spec"]["automountServiceAccountToken"] is True
+    assert "serviceAccountName" not in launcher_spec and "serviceAccountName" not in build_worker_pod(job, 0)["spec"]
 
 
 def test_pod_template_merges_into_every_pod_but_cannot_steal_labels() -> None:

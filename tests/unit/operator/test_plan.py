@@ -43,16 +43,12 @@ def launcher(job: Any, attempt: int = 0, finished: str | None = None) -> tuple[d
 def config_children(job: Any) -> dict[str, list[dict]]:
     """Pretend every config child exists (as the builders would make them)."""
     from kubetrain.manifests.hosts import build_hosts_configmap
-    from kubetrain.manifests.rbac import build_role, build_role_binding, build_service_account
     from kubetrain.manifests.service import build_service
 
     return {
         "services": [build_service(job)],
         "configmaps": [build_hosts_configmap(job)],
         "secrets": [{"metadata": {"name": "cifar-ssh"}}],
-        "serviceaccounts": [build_service_account(job)],
-        "roles": [build_role(job)],
-        "rolebindings": [build_role_binding(job)],
     }
 
 
@@ -68,7 +64,7 @@ def test_new_job_creates_config_and_workers_but_no_launcher_yet() -> None:
     job = job_of()
     plan = decide(job, {}, Children(), NOW)
     kinds = created_kinds(plan)
-    assert sorted(kinds) == sorted(["ServiceAccount", "ConfigMap", "Service", "Secret", "Pod", "Pod"])
+    assert sorted(kinds) == sorted(["ConfigMap", "Service", "Secret", "Pod", "Pod"])
     assert plan.status["phase"] == r.PENDING
     assert plan.status["workers"] == {"ready": 0, "total": 2, "summary": "0/2",
                                       "selector": "kubetrain.dev/job-name=cifar,kubetrain.dev/role=worker"}
@@ -89,20 +85,6 @@ def test_launcher_is_created_only_when_every_worker_is_ready() -> None:
     plan = decide(job, {}, ready, NOW)
     assert created_kinds(plan) == ["Job"]
     assert plan.status["phase"] == r.STARTING
-
-
-def test_the_access_rank_0_reports_progress_with_comes_with_the_launcher_and_stays() -> None:
-    job = job_of()
-    ready = Children(pods=[worker(job, 0), worker(job, 1)],
-                     **{**config_children(job), "roles": [], "rolebindings": []})
-    assert sorted(created_kinds(decide(job, {}, ready, NOW))) == ["Job", "Role", "RoleBinding"]
-    batch, pod = launcher(job)
-    running = Children(pods=[worker(job, 0), worker(job, 1), pod], jobs=[batch],
-                       **{**config_children(job), "roles": [], "rolebindings": []})
-    assert sorted(created_kinds(decide(job, {}, running, NOW))) == ["Role", "RoleBinding"], "deleted: made again"
-    half = Children(pods=[worker(job, 0), worker(job, 1, ready=False)],
-                    **{**config_children(job), "roles": [], "rolebindings": []})
-    assert created_kinds(decide(job, {}, half, NOW)) == []
 
 
 def test_running_launcher_means_running() -> None:

@@ -16,7 +16,6 @@ from kubetrain.children import WATCHED_KINDS
 from kubetrain.manifests.hosts import build_hosts_configmap
 from kubetrain.manifests.launcher import build_launcher_job
 from kubetrain.manifests.pods import build_worker_pod
-from kubetrain.manifests.rbac import build_role, build_role_binding, build_service_account
 from kubetrain.manifests.service import build_service
 from kubetrain.plan import Children, decide
 from kubetrain.projection import project
@@ -50,9 +49,6 @@ def world(job: Any, workers: list[dict[str, Any]], launcher_status: dict[str, An
     children["configmaps"].append(stored(build_hosts_configmap(job), "uid-configmap"))
     children["secrets"].append(stored({"metadata": {"name": f"{job.name}-ssh"}, "data": {"id": "c2VjcmV0"}},
                                       "uid-secret"))
-    children["serviceaccounts"].append(stored(build_service_account(job), "uid-sa"))
-    children["roles"].append(stored(build_role(job), "uid-role"))
-    children["rolebindings"].append(stored(build_role_binding(job), "uid-rolebinding"))
     return children
 
 

@@ -16,7 +16,6 @@ from kubetrain.keys import SshKeyPair
 from kubetrain.manifests.hosts import build_hosts_configmap
 from kubetrain.manifests.launcher import build_launcher_job
 from kubetrain.manifests.pods import build_worker_pod
-from kubetrain.manifests.rbac import build_role, build_role_binding, build_service_account
 from kubetrain.manifests.service import build_service
 from kubetrain.manifests.ssh import build_ssh_secret
 
@@ -182,8 +181,7 @@ def test_any_schema_valid_spec_builds_valid_objects_or_names_the_field(body: dic
     last = spec.workers - 1
     workers = [build_worker_pod(job, index) for index in sorted({0, last})]
     launcher = build_launcher_job(job)
-    objects = [*workers, launcher, build_hosts_configmap(job), build_service(job), build_ssh_secret(job, KEYS),
-               build_service_account(job), build_role(job), build_role_binding(job)]
+    objects = [*workers, launcher, build_hosts_configmap(job), build_service(job), build_ssh_secret(job, KEYS)]
     problems = [p for obj in objects for p in object_problems(obj)]
     template = launcher["spec"]["template"]
     problems += label_problems(template["metadata"]["labels"], "launcher pod template")
@@ -200,7 +198,6 @@ def test_any_schema_valid_spec_builds_valid_objects_or_names_the_field(body: dic
     hostfile = build_hosts_configmap(job)["data"]["hostfile"].splitlines()
     assert len(hostfile) == spec.workers
     assert hostfile[last] == f"{job.name}-worker-{last}.{job.name}.{job.namespace}.svc slots={spec.slots_per_worker}"
-    assert build_role(job)["rules"][0]["resourceNames"] == [job.name]
 
 
 def test_the_generator_reaches_both_outcomes() -> None:

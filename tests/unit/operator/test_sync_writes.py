@@ -49,15 +49,14 @@ def verbs(kube: RecordingKube) -> list[str]:
     return [f"{verb} {kind}" for verb, kind, _ in kube.writes]
 
 
-def test_a_new_job_gets_its_account_first_then_its_children_then_its_status() -> None:
+def test_a_new_job_gets_its_children_then_its_status() -> None:
     body = training()
-    kube = RecordingKube(body, slow={"ServiceAccount": 0.2})  # pods sent with it would return before it
+    kube = RecordingKube(body, slow={"Pod": 0.2})  # a status sent with them would return before them
     one_pass(kube, watch_sees(body), Written())
     writes = verbs(kube)
-    assert writes[0] == "create ServiceAccount"
-    assert sorted(writes[1:6]) == ["create ConfigMap", "create Pod", "create Pod", "create Secret", "create Service"]
-    assert writes[6] == "status DistributedTraining", "the status goes after the children; no launcher yet"
-    assert writes[7:] and all(write.startswith("event ") for write in writes[7:])
+    assert sorted(writes[:5]) == ["create ConfigMap", "create Pod", "create Pod", "create Secret", "create Service"]
+    assert writes[5] == "status DistributedTraining", "the status goes after the children; no launcher yet"
+    assert writes[6:] and all(write.startswith("event ") for write in writes[6:])
     assert kube.statuses[0]["phase"] == reasons.PENDING
 
 
@@ -70,17 +69,14 @@ def test_the_next_pass_sees_what_this_one_wrote_before_the_watch_does() -> None:
     assert again.writes == [], "a second pass re-created children or re-wrote an unchanged status"
 
 
-def test_ready_workers_get_rank_0s_access_and_then_the_launcher() -> None:
+def test_ready_workers_get_the_launcher_then_the_status() -> None:
     body, job = training(), job_of()
-    existing = {**config_children(job), "roles": [], "rolebindings": []}
-    kube = RecordingKube(body, slow={"Role": 0.2, "RoleBinding": 0.2})
-    existing["secrets"] = [build_ssh_secret(job, generate_ssh_keypair())]
-    children = {**existing, "pods": [worker(job, 0), worker(job, 1)]}
-    one_pass(kube, watch_sees(body, children), Written())
+    existing = {**config_children(job), "secrets": [build_ssh_secret(job, generate_ssh_keypair())]}
+    kube = RecordingKube(body, slow={"Job": 0.2})
+    one_pass(kube, watch_sees(body, {**existing, "pods": [worker(job, 0), worker(job, 1)]}), Written())
     writes = verbs(kube)
-    assert set(writes[:2]) == {"create Role", "create RoleBinding"}, writes
-    assert writes[2] == "create Job" and kube.created[-1]["metadata"]["name"] == "cifar-launcher"
-    assert writes[3] == "status DistributedTraining"
+    assert writes[0] == "create Job" and kube.created[-1]["metadata"]["name"] == "cifar-launcher"
+    assert writes[1] == "status DistributedTraining"
 
 
 def test_a_restart_is_recorded_before_the_old_attempt_is_deleted() -> None:

@@ -1,0 +1,35 @@
+"""kubetrain / peer ratios at the target size: the median of side-by-side pairs, so one noisy round decides nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from .latency import JobLatency
+from .operator_latency import TARGET_JOBS, RoundResult, ratio_rows
+
+
+def result(who: str, cpu: float, rss: float = 100.0, p99: float = 10.0) -> RoundResult:
+    latency = JobLatency("job-0", children=5, to_children=p99, to_launcher=p99 + 1, ready_to_launcher=0.5)
+    return RoundResult(who, TARGET_JOBS, [latency], operator_requests_per_job=12.0, all_requests_per_job=30.0,
+                       cpu_seconds_per_job=cpu, peak_rss_mib=rss, syncs_per_job=None, mean_sync_seconds=None,
+                       children=[])
+
+
+def by_name(pairs: list[tuple[RoundResult, RoundResult]]) -> dict[str, float]:
+    return {row.name.split(": ")[1].rsplit(",", 1)[0]: row.value for row in ratio_rows(pairs, tuned=True)}
+
+
+def test_one_slow_peer_round_does_not_decide_the_cpu_ratio() -> None:
+    pairs = [(result("kt", 0.025), result("peer", 0.020)), (result("kt", 0.026), result("peer", 0.012)),
+             (result("kt", 0.024), result("peer", 0.019))]
+    ratios = by_name(pairs)
+    assert ratios["CPU seconds per job"] == pytest.approx(0.024 / 0.019)  # pairs: 1.25, 2.17, 1.26
+    cpu = next(row for row in ratio_rows(pairs, tuned=True) if "CPU" in row.name)
+    assert cpu.meets and "median of 3 pairs" in cpu.detail
+
+
+def test_a_ratio_over_the_bound_in_most_pairs_misses_the_target() -> None:
+    pairs = [(result("kt", 0.03), result("peer", 0.015)), (result("kt", 0.03), result("peer", 0.025)),
+             (result("kt", 0.03), result("peer", 0.016))]
+    cpu = next(row for row in ratio_rows(pairs, tuned=True) if "CPU" in row.name)
+    assert cpu.value == pytest.approx(0.03 / 0.016) and cpu.meets is False

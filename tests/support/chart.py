@@ -1,0 +1,57 @@
+"""The chart as tests use it: the helm binary, rendered templates, and kubeconfigs holding a ServiceAccount token."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.support.cluster import ControlPlane
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "charts" / "kubetrain"
+
+
+def helm_binary() -> Path:
+    """The helm that .ci/install-kubetools unpacks into the kubetrain cache; fails (never skips) without it."""
+    cache = Path(os.environ.get("KUBETRAIN_CACHE", Path.home() / ".cache" / "kubetrain"))
+    path = cache / "bin" / "helm"
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"helm not found at {path}; install it: .ci/install-kubetools .venv {path.parent}", pytrace=False)
+    return path
+
+
+def render_template(template: str, release: str, namespace: str, *values: str) -> str:
+    """One template of the chart, rendered as `helm install` would."""
+    result = subprocess.run([str(helm_binary()), "template", release, str(CHART), f"--namespace={namespace}",
+                             f"--show-only=templates/{template}", *values], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def token_kubeconfig(plane: ControlPlane, namespace: str, account: str, path: Path, pod: str | None = None) -> Path:
+    """A kubeconfig whose only credential is a token of the ServiceAccount; with `pod`, bound to that pod, as the
+    kubelet mounts it into the pod."""
+    bound = []
+    if pod is not None:
+        uid = plane.get("pod", pod, namespace)["metadata"]["uid"]
+        bound = ["--bound-object-kind=Pod", f"--bound-object-name={pod}", f"--bound-object-uid={uid}"]
+    token = plane.kubectl("create", "token", account, f"--namespace={namespace}", "--duration=1h", *bound).strip()
+    admin = yaml.safe_load(plane.kubeconfig.read_text())
+    cluster = admin["clusters"][0]["cluster"]
+    user = pod or account
+    config = {
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "kubetrain-test", "cluster": {
+            "server": plane.server, "certificate-authority-data": cluster["certificate-authority-data"]}}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": user, "context": {"cluster": "kubetrain-test", "user": user}}],
+        "current-context": user,
+    }
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path
