@@ -18,17 +18,19 @@ demo: setup
 images: setup
 	images/build.sh
 
-test: lint images
+# Cheapest first: lint, then the unit tier (a few minutes: a broken unit test fails the run before any build), then
+# the images and builds the other tiers need, then those tiers (the slowest tests are listed at the end).
+test: lint unit images
 	tests/images/byo/build.sh
 	tests/controlplane/build.sh
 	tests/controlplane/build-gang-schedulers.sh
 	tests/controlplane/build-kueue.sh
 	tests/bench/peer/build.sh
 	tests/e2e/kind-node/build.sh
-	$(PY) -m pytest -q tests -p no:cacheprovider
+	$(PY) -m pytest -q tests --ignore=tests/unit -p no:cacheprovider --durations=25
 
 unit: setup
-	$(PY) -m pytest -q tests/unit
+	$(PY) -m pytest -q tests/unit -p no:cacheprovider
 
 # Python (ruff, mypy), every shell script (shellcheck: .ci/shell-scripts lists them) and Dockerfile (hadolint).
 lint: setup
