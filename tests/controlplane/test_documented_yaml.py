@@ -64,18 +64,12 @@ def check_accepted(plane: ControlPlane, namespace: str, example: Any) -> None:
                               uid=stored["metadata"]["uid"])
     children = child_objects(job, PLACEHOLDER_KEYS)
     ensure_priority_classes(plane, children)
-    # The ServiceAccount admission plugin refuses a pod whose ServiceAccount does not exist, even in a dry run: the
-    # operator creates the job's ServiceAccount before its pods, so it is created here first, for real.
-    accounts = [child for child in children if child["kind"] == "ServiceAccount"]
-    for account in accounts:
-        plane.kubectl("create", "--filename=-", input=json.dumps(account))
-    rest = [child for child in children if child["kind"] != "ServiceAccount"]
     try:
-        created = dry_run(plane, namespace, body={"apiVersion": "v1", "kind": "List", "items": rest})
+        created = dry_run(plane, namespace, body={"apiVersion": "v1", "kind": "List", "items": children})
     except KubectlError as error:
         pytest.fail(f"the API server refuses objects `kubetrain render` prints for {example.source}: "
                     f"{error.stderr.strip()}", pytrace=False)
-    assert len(created) == len(rest), created
+    assert len(created) == len(children), created
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.controlplane
 JOBS = int(os.environ.get("KUBETRAIN_KILL_JOBS", "20"))
 DEADLINE_SECONDS = 300.0 + 6.0 * JOBS
 MIN_KILLS, MAX_KILLS = 8, 14
-CONFIG_KINDS = ("Secret", "ConfigMap", "Service", "ServiceAccount", "Role", "RoleBinding")
+CONFIG_KINDS = ("Secret", "ConfigMap", "Service")
 
 
 @dataclass

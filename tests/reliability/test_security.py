@@ -20,12 +20,9 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from fault_harness import MeteredOperator, forbidden, kubectl_as, new_namespace
 from figures import FIGURES
-from kubernetes import client
-from kubernetes import config as kube_config
-from kubernetes.client.exceptions import ApiException
 
-from kubetrain.contract import GROUP, LABEL_ROLE, PLURAL, VERSION
-from tests.support.chart import render_template, token_kubeconfig
+from kubetrain.contract import LABEL_ROLE
+from tests.support.chart import progress_access, report_progress, token_kubeconfig
 from tests.support.cluster import ControlPlane, wait_until
 from tests.support.operator_harness import children, create, training, wait_for_status
 
@@ -49,19 +46,17 @@ def deployed(crd: ControlPlane) -> Iterator[Deployment]:
     namespace = new_namespace(crd, "security")
     crd.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted",
                 "pod-security.kubernetes.io/enforce-version=latest")
-    progress = render_template("progress.yaml", "security", "kubetrain-system",
-                               f"--set=watch.namespaces={{{namespace}}}")
-    crd.kubectl("apply", "--filename=-", input=progress)
-    operator = MeteredOperator(crd, namespace).start()
+    operator = MeteredOperator(crd, namespace)
     try:
-        for name in JOBS:
-            create(crd, namespace, training(name, resources={"gpusPerWorker": 0}))
-        for name in JOBS:
-            wait_for_status(crd, namespace, name, operator, phase="Running", timeout=180)
-        yield Deployment(crd, namespace, operator)
+        with progress_access(crd, namespace):
+            operator.start()
+            for name in JOBS:
+                create(crd, namespace, training(name, resources={"gpusPerWorker": 0}))
+            for name in JOBS:
+                wait_for_status(crd, namespace, name, operator, phase="Running", timeout=180)
+            yield Deployment(crd, namespace, operator)
     finally:
         operator.stop()
-        crd.kubectl("delete", "--filename=-", "--ignore-not-found", "--wait=false", input=progress)
         crd.kubectl("delete", "namespace", namespace, "--wait=false", "--ignore-not-found")
 
 
@@ -146,19 +141,6 @@ def test_pods_are_admitted_as_restricted_non_root_read_only(deployed: Deployment
             assert spec["automountServiceAccountToken"] is False, "the launcher needs no API access"
 
 
-def report(config: Path, namespace: str, job: str) -> str | None:
-    """Rank 0's progress report as trainlib.kube_status sends it (one merge patch, no read first) with the token in
-    `config`: None when accepted, else the API server's refusal."""
-    api = client.CustomObjectsApi(kube_config.new_client_from_config(str(config)))
-    body = {"status": {"progress": {"epoch": 1, "epochs": 2}}}
-    try:
-        api.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, job, body,
-                                                  _content_type="application/merge-patch+json")
-    except ApiException as error:
-        return f"{error.status} {error.reason}: {error.body}"
-    return None
-
-
 def test_a_job_pods_token_writes_only_its_own_jobs_status(deployed: Deployment, tmp_path: Path) -> None:
     plane, namespace = deployed.plane, deployed.namespace
     ns = f"--namespace={namespace}"
@@ -168,9 +150,9 @@ def test_a_job_pods_token_writes_only_its_own_jobs_status(deployed: Deployment, 
     def run(config: Path, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
         return kubectl_as(plane, config, ns, *args, input=input)
 
-    wait_until(lambda: str(report(unbound, namespace, "alpha")).startswith("403"),
+    wait_until(lambda: str(report_progress(unbound, namespace, "alpha")).startswith("403"),
                message="the chart's admission policy to be in force")
-    own = report(alpha, namespace, "alpha")
+    own = report_progress(alpha, namespace, "alpha")
     assert own is None, f"rank 0 must be able to report progress: {own}"
     assert plane.get("dtr", "alpha", namespace)["status"]["progress"]["epoch"] == 1
 
@@ -197,7 +179,7 @@ def test_a_job_pods_token_writes_only_its_own_jobs_status(deployed: Deployment, 
         "read the hostfile ConfigMaps": run(alpha, "get", "configmaps"),
     }
     allowed = {what: result.stderr or result.stdout for what, result in attempts.items() if not forbidden(result)}
-    another, no_pod = report(alpha, namespace, "beta"), report(unbound, namespace, "alpha")
+    another, no_pod = report_progress(alpha, namespace, "beta"), report_progress(unbound, namespace, "alpha")
     for what, refusal in (("patch another job's status", another), ("report with a token bound to no pod", no_pod)):
         if not str(refusal).startswith("403"):
             allowed[what] = str(refusal)

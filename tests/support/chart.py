@@ -1,14 +1,21 @@
-"""The chart as tests use it: the helm binary, rendered templates, and kubeconfigs holding a ServiceAccount token."""
+"""The chart as tests use it: the helm binary, rendered templates, the progress access of a namespace's job pods,
+kubeconfigs holding a ServiceAccount token, and a progress report as rank 0 sends it."""
 
 from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import yaml
+from kubernetes import client
+from kubernetes import config as kube_config
+from kubernetes.client.exceptions import ApiException
 
+from kubetrain.contract import GROUP, PLURAL, VERSION
 from tests.support.cluster import ControlPlane
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,6 +38,32 @@ def render_template(template: str, release: str, namespace: str, *values: str) -
                             timeout=60)
     assert result.returncode == 0, result.stderr
     return result.stdout
+
+
+@contextmanager
+def progress_access(plane: ControlPlane, namespace: str) -> Iterator[None]:
+    """The chart's progress RBAC and admission policy for the jobs of `namespace`, as `helm install` applies them
+    (templates/progress.yaml), removed afterwards."""
+    manifest = render_template("progress.yaml", f"kt-{namespace}"[:40], "kubetrain-system",
+                               f"--set=watch.namespaces={{{namespace}}}")
+    plane.kubectl("apply", "--filename=-", input=manifest)
+    try:
+        yield
+    finally:
+        plane.kubectl("delete", "--filename=-", "--ignore-not-found", "--wait=false", input=manifest)
+
+
+def report_progress(kubeconfig: Path, namespace: str, job: str) -> str | None:
+    """A progress report as rank 0 sends it (trainlib.kube_status: one merge patch of the status, no read first) with
+    the credentials in `kubeconfig`: None when accepted, else the API server's refusal."""
+    api = client.CustomObjectsApi(kube_config.new_client_from_config(str(kubeconfig)))
+    body = {"status": {"progress": {"epoch": 1, "epochs": 2}}}
+    try:
+        api.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, job, body,
+                                                  _content_type="application/merge-patch+json")
+    except ApiException as error:
+        return f"{error.status} {error.reason}: {error.body}"
+    return None
 
 
 def token_kubeconfig(plane: ControlPlane, namespace: str, account: str, path: Path, pod: str | None = None) -> Path:
