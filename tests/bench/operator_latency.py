@@ -306,11 +306,11 @@ RATIOS: dict[str, Callable[[RoundResult], float]] = {
 }
 
 
-def median_ratio(pairs: list[tuple[RoundResult, RoundResult]], metric: Callable[[RoundResult], float]
-                 ) -> tuple[float, str]:
+def median_ratio(pairs: list[tuple[RoundResult, RoundResult]], metric: Callable[[RoundResult], float],
+                 unit: str = "") -> tuple[float, str]:
     """The median over side-by-side pairs of kubetrain's value / the peer's, and each pair's values."""
     ratios = [metric(ours) / metric(peer) for ours, peer in pairs]
-    detail = "; ".join(f"{metric(ours):.4g} vs {metric(peer):.4g}" for ours, peer in pairs)
+    detail = "; ".join(f"{metric(ours):.4g}{unit} vs {metric(peer):.4g}{unit}" for ours, peer in pairs)
     return statistics.median(ratios), (f"median of {len(pairs)} pairs: {detail}" if len(pairs) > 1 else detail)
 
 
@@ -320,12 +320,12 @@ def ratio_rows(pairs: list[tuple[RoundResult, RoundResult]], tuned: bool) -> lis
     1.5x of the tuned peer's at TARGET_JOBS."""
     ours, peer = pairs[0]
     size = f"{ours.jobs} {'job' if ours.jobs == 1 else 'jobs'}"
-    latency, detail = median_ratio(pairs, p99_children)
+    latency, detail = median_ratio(pairs, p99_children, " s")
     bound = 1.0 if tuned else 0.2
     scored = ours.jobs >= (50 if tuned else 10)  # at one job both answer in tens of milliseconds
     found = [Row(SECTION, f"kubetrain / {peer.contender}: create -> all children p99, {size}", latency, "x",
                  target=f"<= {bound:g}" if scored else "", meets=latency <= bound if scored else None,
-                 detail=detail.replace(" vs ", " s vs ").replace(";", " s;") + " s")]
+                 detail=detail)]
     if tuned:
         target = ours.jobs == TARGET_JOBS
         for what, metric in RATIOS.items():

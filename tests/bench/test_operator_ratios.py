@@ -33,3 +33,10 @@ def test_a_ratio_over_the_bound_in_most_pairs_misses_the_target() -> None:
              (result("kt", 0.03), result("peer", 0.016))]
     cpu = next(row for row in ratio_rows(pairs, tuned=True) if "CPU" in row.name)
     assert cpu.value == pytest.approx(0.03 / 0.016) and cpu.meets is False
+
+
+def test_the_latency_ratio_shows_every_pairs_seconds() -> None:
+    pairs = [(result("kt", 0.02, p99=11.05), result("peer", 0.02, p99=9.594)),
+             (result("kt", 0.02, p99=6.388), result("peer", 0.02, p99=7.846))]
+    latency = next(row for row in ratio_rows(pairs, tuned=True) if "all children" in row.name)
+    assert latency.detail == "median of 2 pairs: 11.05 s vs 9.594 s; 6.388 s vs 7.846 s"
