@@ -3,6 +3,8 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 RUNS ?= runs/demo
+# The tiers after unit run in this many pytest-xdist workers, one whole tier per worker at a time (tests/conftest.py).
+LANES ?= 2
 # The training programs: each package under jobs/ that ships a job.yaml (images/build.sh and tests find them so too).
 PROGRAMS := $(patsubst jobs/%/job.yaml,%,$(wildcard jobs/*/job.yaml))
 
@@ -19,7 +21,7 @@ images: setup
 	images/build.sh
 
 # Cheapest first: lint, then the unit tier (a few minutes: a broken unit test fails the run before any build), then
-# the images and builds the other tiers need, then those tiers (the slowest tests are listed at the end).
+# the images and builds the other tiers need, then those tiers, LANES at a time (the slowest tests listed at the end).
 test: lint unit images
 	tests/images/byo/build.sh
 	tests/controlplane/build.sh
@@ -27,7 +29,8 @@ test: lint unit images
 	tests/controlplane/build-kueue.sh
 	tests/bench/peer/build.sh
 	tests/e2e/kind-node/build.sh
-	$(PY) -m pytest -q tests --ignore=tests/unit -p no:cacheprovider --durations=25
+	$(PY) -m pytest -q tests --ignore=tests/unit -p no:cacheprovider --durations=25 \
+	  -n $(LANES) --dist loadgroup --no-loadscope-reorder
 
 unit: setup
 	$(PY) -m pytest -q tests/unit -p no:cacheprovider

@@ -7,8 +7,8 @@ Fixtures:
 - `crd`: the plane with the DistributedTraining CRD installed.
 - `namespace`: a fresh namespace, deleted afterwards.
 
-At the end of the run the figures (faults injected/survived, bad inputs tried/rejected, duplicates, orphans,
-checkpoints lost) are printed and written to tests/reliability/results/latest.md.
+At the end of the run the figures the tests record (faults injected/survived, bad inputs tried/rejected, duplicates,
+orphans, checkpoints lost) are printed and written to tests/reliability/results/latest.md (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from figures import FIGURES, RESULTS
 
 from tests.support.cluster import ControlPlane, fresh_namespace
 from tests.support.operator_harness import install_crd
@@ -34,17 +33,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if HERE in Path(item.path).resolve().parents:
             item.add_marker(pytest.mark.reliability)
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if FIGURES.empty():
-        return
-    table = FIGURES.markdown()
-    terminalreporter.write_sep("=", "kubetrain reliability figures")
-    terminalreporter.write(table)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(table)
-    terminalreporter.write_line(f"written to {RESULTS}")
 
 
 @pytest.fixture(scope="session")

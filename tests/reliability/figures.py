@@ -1,8 +1,8 @@
 """The figures the reliability suite prints at the end of a run: faults, bad inputs, duplicates, orphans, losses.
 
-Tests record what they injected and what they observed with `FIGURES`; the suite's conftest prints the table in the
-terminal summary and writes it to tests/reliability/results/latest.md. A figure that no test recorded is shown as
-"not run", never as zero.
+Tests record what they injected and what they observed with `FIGURES`; tests/conftest.py prints the table in the
+terminal summary and writes it to tests/reliability/results/latest.md (under pytest-xdist each worker's figures are
+sent to the controller and merged first). A figure that no test recorded is shown as "not run", never as zero.
 """
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from __future__ import annotations
 import datetime
 import platform
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results" / "latest.md"
 
@@ -53,6 +54,23 @@ class Figures:
 
     def empty(self) -> bool:
         return not (self.faults or self.inputs or self.counts)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain data (lists, dicts, numbers, strings), to be sent from an xdist worker and merged."""
+        return {"faults": {kind: asdict(tally) for kind, tally in self.faults.items()},
+                "inputs": {kind: asdict(tally) for kind, tally in self.inputs.items()},
+                "counts": dict(self.counts)}
+
+    def merge(self, data: dict[str, Any]) -> None:
+        """Add the figures of another process, given as `as_dict` made them."""
+        for mine, theirs in ((self.faults, data["faults"]), (self.inputs, data["inputs"])):
+            for kind, tally in theirs.items():
+                into = mine[kind]
+                into.tried += tally["tried"]
+                into.ok += tally["ok"]
+                into.notes += tally["notes"]
+        for name, value in data["counts"].items():
+            self.count(name, value)
 
     def markdown(self) -> str:
         lines = ["# kubetrain reliability and security figures", "",

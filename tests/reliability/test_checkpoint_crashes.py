@@ -19,8 +19,8 @@ from pathlib import Path
 import h5py
 import numpy as np
 from fault_harness import python
-from figures import FIGURES
 
+from tests.reliability.figures import FIGURES
 from trainlib.checkpoints import CheckpointManager, state_digest
 
 TRAINER = Path(__file__).resolve().parent / "checkpoint_trainer.py"

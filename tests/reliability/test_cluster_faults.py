@@ -11,9 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from fault_harness import MeteredOperator, new_namespace, restart_apiserver
-from figures import FIGURES
 
 from kubetrain.contract import LABEL_ATTEMPT
+from tests.reliability.figures import FIGURES
 from tests.support.cluster import ControlPlane, wait_until
 from tests.support.operator_harness import (
     children,

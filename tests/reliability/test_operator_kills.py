@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import pytest
 from fault_harness import ChildLedger, MeteredOperator, expected_children, is_live_pod, snapshot
-from figures import FIGURES
 
 from kubetrain.contract import LABEL_ATTEMPT, LABEL_JOB, LABEL_ROLE, ROLE_LAUNCHER
+from tests.reliability.figures import FIGURES
 from tests.support.cluster import ControlPlane
 from tests.support.operator_harness import create, training
 

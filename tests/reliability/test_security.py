@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives import serialization
 from fault_harness import MeteredOperator, forbidden, kubectl_as, new_namespace
-from figures import FIGURES
 
 from kubetrain.contract import LABEL_ROLE
+from tests.reliability.figures import FIGURES
 from tests.support.chart import progress_access, report_progress, token_kubeconfig
 from tests.support.cluster import ControlPlane, wait_until
 from tests.support.operator_harness import children, create, training, wait_for_status
