@@ -5,12 +5,15 @@ Each test is put in the xdist group of its tier (the folder under tests/), so a 
 session fixtures (a control plane, the kind cluster) are made once. Tiers are handed out in TIER_ORDER, longest
 first, so that the workers finish at about the same time.
 
-The reliability figures are recorded in whichever process runs the reliability tier: a worker sends its own to the
-controller, which prints and writes them once at the end.
+At the end the run prints each tier's minutes and which worker ran which tiers; a tier whose tests ran in two workers
+fails the run (its session fixtures were made twice, or clashed). The reliability figures are recorded in whichever
+process runs the reliability tier: a worker sends its own to the controller, which prints and writes them once.
 """
 
 from __future__ import annotations
 
+import os
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,11 @@ TESTS = Path(__file__).resolve().parent
 # jobs 4.8, launch 0.9, docs 0.4); a tier not listed runs last.
 TIER_ORDER = ("controlplane", "e2e", "bench", "reliability", "images", "jobs", "launch", "docs", "unit")
 FIGURES_KEY = "kubetrain_reliability_figures"
+LANE_KEY = "kubetrain_lane"
+
+RAN: set[str] = set()  # the tiers whose tests ran in this process
+LANES: dict[str, list[str]] = {}  # in the xdist controller: worker id -> the tiers it ran
+SECONDS: dict[str, float] = defaultdict(float)  # tier -> seconds of its tests (setup, call and teardown)
 
 
 def tier_of(item: pytest.Item) -> str:
@@ -41,22 +49,61 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: tier_rank(tier_of(item)))
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    RAN.add(tier_of(item))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    SECONDS[Path(report.fspath).parts[1]] += report.duration
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """In an xdist worker: hand this worker's reliability figures to the controller."""
+    """In an xdist worker: hand the tiers it ran and its reliability figures to the controller. In the controller:
+    fail the run when a tier was split between workers."""
     output: dict[str, Any] | None = getattr(session.config, "workeroutput", None)
-    if output is not None and not FIGURES.empty():
-        output[FIGURES_KEY] = FIGURES.as_dict()
+    if output is not None:
+        output[LANE_KEY] = [os.environ.get("PYTEST_XDIST_WORKER", "worker"), sorted(RAN)]
+        if not FIGURES.empty():
+            output[FIGURES_KEY] = FIGURES.as_dict()
+        return
+    split = split_tiers(LANES) if session.config.getoption("dist", "no") == "loadgroup" else {}
+    if split:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        for tier, workers in split.items():
+            print(f"\nthe {tier} tier ran in {' and '.join(workers)}: each tier must run whole in one worker "
+                  "(its xdist_group, tests/conftest.py)")
 
 
 def pytest_testnodedown(node: Any, error: object | None) -> None:
-    """In the xdist controller: add a finished worker's reliability figures."""
-    figures = getattr(node, "workeroutput", {}).get(FIGURES_KEY)
-    if figures:
-        FIGURES.merge(figures)
+    """In the xdist controller: note which tiers a finished worker ran, and add its reliability figures."""
+    output = getattr(node, "workeroutput", {})
+    if LANE_KEY in output:
+        worker, tiers = output[LANE_KEY]
+        LANES[worker] = tiers
+    if output.get(FIGURES_KEY):
+        FIGURES.merge(output[FIGURES_KEY])
+
+
+def split_tiers(lanes: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Each tier that more than one worker ran, with those workers."""
+    workers: dict[str, list[str]] = defaultdict(list)
+    for worker, tiers in sorted(lanes.items()):
+        for tier in tiers:
+            workers[tier].append(worker)
+    return {tier: found for tier, found in workers.items() if len(found) > 1}
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if FIGURES.empty() or hasattr(terminalreporter.config, "workeroutput"):
+    if hasattr(terminalreporter.config, "workeroutput"):
+        return
+    if SECONDS:
+        terminalreporter.write_sep("=", "kubetrain tiers (minutes of their tests)")
+        for worker, tiers in sorted(LANES.items()):
+            minutes = ", ".join(f"{tier} {SECONDS[tier] / 60:.1f}" for tier in tiers)
+            terminalreporter.write_line(f"{worker}: {minutes}; {sum(SECONDS[t] for t in tiers) / 60:.1f} in all")
+        if not LANES:
+            terminalreporter.write_line(", ".join(f"{tier} {seconds / 60:.1f}" for tier, seconds in SECONDS.items()))
+    if FIGURES.empty():
         return
     table = FIGURES.markdown()
     terminalreporter.write_sep("=", "kubetrain reliability figures")

@@ -20,6 +20,9 @@ from collections.abc import Sequence
 
 from cifar_mixup.convert import convert_digits
 
+# What the digits need to learn in a few epochs: ~45 steps per epoch at batch 16, and Adadelta's larger step.
+DIGITS_FLAGS = ("--batch-size", "16", "--learning-rate", "3.0")
+
 
 def horovodrun() -> str:
     """horovodrun next to this Python (the virtualenv's), else the one on PATH."""
@@ -42,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"demo: {train_rows} training and {test_rows} held-out digits written to {data_dir}", flush=True)
     command = [horovodrun(), "-np", str(args.np), "--gloo", sys.executable, "-m", "cifar_mixup",
                "--data-dir", data_dir, "--checkpoint-dir", checkpoint_dir, "--epochs", str(args.epochs),
-               "--batch-size", "16", "--learning-rate", "3.0", "--mixup", "--alpha", "0.2"]
+               *DIGITS_FLAGS, "--mixup", "--alpha", "0.2"]
     print("demo: " + " ".join(command), flush=True)
     environment = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
     returncode = subprocess.run(command, env=environment, check=False).returncode

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from cifar_mixup.demo import DIGITS_FLAGS
 from trainlib.checkpoints import CheckpointManager
 
 pytestmark = pytest.mark.jobs
@@ -29,8 +30,7 @@ pytestmark = pytest.mark.jobs
 # epochs, from epoch 3. 34 epochs leave a margin of 14 for a slower machine; two ranks take about 1.2 s an epoch.
 # Digits: 44 steps per epoch on two ranks, 89 on one.
 EPOCHS = 34
-FLAGS = ["--batch-size", "16", "--learning-rate", "3.0", "--alpha", "0.2", "--seed", "1", "--warmup-epochs", "3",
-         "--commit-every-batches", "4"]
+FLAGS = [*DIGITS_FLAGS, "--alpha", "0.2", "--seed", "1", "--warmup-epochs", "3", "--commit-every-batches", "4"]
 HOSTS = ["127.0.0.1:1", "localhost:1"]
 RESUMED = re.compile(r"rank0 INFO trainlib\.elastic: (\d+) ranks train from epoch (\d+), step (\d+) of (\d+)$")
 EPOCH_BEGINS = re.compile(r"<stdout>:Epoch (\d+)/\d+$")

@@ -16,7 +16,7 @@ The environment chooses (default in brackets):
                                           without kindnetd, as the one built here)
   KUBETRAIN_KIND_WORKERS [1]              worker nodes besides the control plane
   KUBETRAIN_E2E_KEEP [0]                  1: keep the cluster afterwards (kubeconfig in the artifacts directory)
-  KUBETRAIN_E2E_EPOCHS [3]                epochs the cifar_mixup job trains
+  KUBETRAIN_E2E_EPOCHS [6]                epochs the cifar_mixup job trains (enough to learn the digits)
   KUBETRAIN_E2E_TIMEOUT [1200]            seconds a training may take to succeed
   KUBETRAIN_E2E_ARTIFACTS [a temporary directory]  kubeconfig, the jobs as applied, the volumes, failure dumps
   KUBETRAIN_E2E_SKIP_BUILD [build the missing images]  1: use the images in Docker as they are; 0: build them all
@@ -130,7 +130,7 @@ def settings_from_environment(artifacts: Path, environ: Mapping[str, str] = os.e
         cni=found.get("KUBETRAIN_KIND_CNI", "default"),
         worker_nodes=int(found.get("KUBETRAIN_KIND_WORKERS", "1")),
         keep=found.get("KUBETRAIN_E2E_KEEP", "0") == "1",
-        epochs=int(found.get("KUBETRAIN_E2E_EPOCHS", "3")),
+        epochs=int(found.get("KUBETRAIN_E2E_EPOCHS", "6")),
         timeout=float(found.get("KUBETRAIN_E2E_TIMEOUT", "1200")),
         artifacts=Path(found.get("KUBETRAIN_E2E_ARTIFACTS", artifacts)),
         skip_build=found.get("KUBETRAIN_E2E_SKIP_BUILD", ""),

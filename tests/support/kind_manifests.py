@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from cifar_mixup.demo import DIGITS_FLAGS
 from tests.support.programs import REPO
 
 CIFAR_MIXUP_JOB = REPO / "jobs" / "cifar_mixup" / "job.yaml"
@@ -69,14 +70,14 @@ def pod_job(name: str, image: str, claim: str, mount: str, command: list[str]) -
 
 def cifar_mixup(name: str, epochs: int, image: str) -> dict[str, Any]:
     """jobs/cifar_mixup/job.yaml as shipped, made small for kind: `image` (loaded, never pulled), 2 workers x 1 slot
-    without GPUs, the test's claims, the digits data, one restart at most."""
+    without GPUs, the test's claims, the digits data with the demo's batch and learning rate, one restart at most."""
     body = yaml.safe_load(CIFAR_MIXUP_JOB.read_text())
     body["metadata"]["name"] = name
     spec = body["spec"]
     spec["image"] = image
     spec["imagePullPolicy"] = "IfNotPresent"
-    spec["command"] = ["python", "-m", "cifar_mixup", "--data-dir", DIGITS, "--epochs", str(epochs),
-                       "--batch-size", "32", "--seed", "0", "--mixup", "--alpha", "0.2"]
+    spec["command"] = ["python", "-m", "cifar_mixup", "--data-dir", DIGITS, "--epochs", str(epochs), *DIGITS_FLAGS,
+                       "--seed", "0", "--mixup", "--alpha", "0.2"]
     spec["workers"] = 2
     spec["slotsPerWorker"] = 1
     spec["resources"] = {"gpusPerWorker": 0, "cpu": "500m", "memory": "1500Mi"}
