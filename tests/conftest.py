@@ -31,6 +31,7 @@ LANE_KEY = "kubetrain_lane"
 RAN: set[str] = set()  # the tiers whose tests ran in this process
 LANES: dict[str, list[str]] = {}  # in the xdist controller: worker id -> the tiers it ran
 SECONDS: dict[str, float] = defaultdict(float)  # tier -> seconds of its tests (setup, call and teardown)
+SPLIT: dict[str, list[str]] = {}  # in the xdist controller: a tier that ran in more than one worker -> those workers
 
 
 def tier_of(item: pytest.Item) -> str:
@@ -66,12 +67,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         if not FIGURES.empty():
             output[FIGURES_KEY] = FIGURES.as_dict()
         return
-    split = split_tiers(LANES) if session.config.getoption("dist", "no") == "loadgroup" else {}
-    if split:
+    if session.config.getoption("dist", "no") == "loadgroup":
+        SPLIT.update(split_tiers(LANES))
+    if SPLIT:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        for tier, workers in split.items():
-            print(f"\nthe {tier} tier ran in {' and '.join(workers)}: each tier must run whole in one worker "
-                  "(its xdist_group, tests/conftest.py)")
 
 
 def pytest_testnodedown(node: Any, error: object | None) -> None:
@@ -103,6 +102,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             terminalreporter.write_line(f"{worker}: {minutes}; {sum(SECONDS[t] for t in tiers) / 60:.1f} in all")
         if not LANES:
             terminalreporter.write_line(", ".join(f"{tier} {seconds / 60:.1f}" for tier, seconds in SECONDS.items()))
+        for tier, workers in SPLIT.items():
+            terminalreporter.write_line(f"FAILED: the {tier} tier ran in {' and '.join(workers)}; each tier must run "
+                                        "whole in one worker (its xdist_group, tests/conftest.py)", red=True)
     if FIGURES.empty():
         return
     table = FIGURES.markdown()
