@@ -28,9 +28,8 @@ TIER_ORDER = ("controlplane", "e2e", "bench", "reliability", "images", "jobs", "
 FIGURES_KEY = "kubetrain_reliability_figures"
 LANE_KEY = "kubetrain_lane"
 
-RAN: set[str] = set()  # the tiers whose tests ran in this process
 LANES: dict[str, list[str]] = {}  # in the xdist controller: worker id -> the tiers it ran
-SECONDS: dict[str, float] = defaultdict(float)  # tier -> seconds of its tests (setup, call and teardown)
+SECONDS: dict[str, float] = defaultdict(float)  # tier -> seconds of its tests run or reported in this process
 SPLIT: dict[str, list[str]] = {}  # in the xdist controller: a tier that ran in more than one worker -> those workers
 
 
@@ -50,10 +49,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: tier_rank(tier_of(item)))
 
 
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    RAN.add(tier_of(item))
-
-
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     SECONDS[Path(report.fspath).parts[1]] += report.duration
 
@@ -63,7 +58,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     fail the run when a tier was split between workers."""
     output: dict[str, Any] | None = getattr(session.config, "workeroutput", None)
     if output is not None:
-        output[LANE_KEY] = [os.environ.get("PYTEST_XDIST_WORKER", "worker"), sorted(RAN)]
+        output[LANE_KEY] = [os.environ.get("PYTEST_XDIST_WORKER", "worker"), sorted(SECONDS)]
         if not FIGURES.empty():
             output[FIGURES_KEY] = FIGURES.as_dict()
         return
