@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tests.support.hung import hung_report, stop_hung
+
 REPO = Path(__file__).resolve().parents[2]
 WORKERS = "tests.bench.workers"
 HOROVODRUN = Path(sys.executable).with_name("horovodrun")
@@ -53,10 +55,7 @@ def finish(process: subprocess.Popen[str], timeout: float = TIMEOUT) -> str:
     try:
         output, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        process.kill()
-        output, _ = process.communicate()
-        raise BenchError(f"{_command(process)} did not finish in {timeout:.0f}s:\n{output[-3000:]}") \
-            from None
+        raise BenchError(hung_report(_command(process), timeout, *stop_hung(process))) from None
     if process.returncode != 0:
         raise BenchError(f"{_command(process)} exited {process.returncode}:\n{output[-3000:]}")
     return output

@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.support.hung import hung_report, stop_hung
+
 HOROVODRUN = os.path.join(os.path.dirname(sys.executable), "horovodrun")
 RANK0_LINE = re.compile(r"^\[(\d+,)?0\]<std(out|err)>:")  # horovodrun's prefix: [rank] (Gloo), [job,rank] (MPI)
 
@@ -44,17 +46,15 @@ def run_checked(command: Sequence[str], cwd: Path, timeout: int = 300,
                 env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run to completion; fail the test with the output tail unless it exits 0 within `timeout` seconds.
 
-    The command runs in its own session so that on a timeout the whole job (launcher and ranks) is killed.
+    On a timeout the failure shows each rank's last lines and the stack of every process of the run still alive,
+    then the whole run (launcher, middleman, ranks) is killed.
     """
     process = subprocess.Popen(list(command), cwd=cwd, env=env or job_environment(), stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         stdout, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        stdout, stderr = process.communicate()
-        raise AssertionError(f"timed out after {timeout}s: {' '.join(command)}\nstdout:\n{stdout[-4000:]}\n"
-                             f"stderr:\n{stderr[-4000:]}") from None
+        raise AssertionError(hung_report(" ".join(command), timeout, *stop_hung(process))) from None
     done = subprocess.CompletedProcess(list(command), process.returncode, stdout, stderr)
     assert done.returncode == 0, (f"exit {done.returncode}: {' '.join(command)}\nstdout:\n{done.stdout[-4000:]}\n"
                                   f"stderr:\n{done.stderr[-4000:]}")
@@ -130,12 +130,16 @@ def processes_mentioning(marker: str) -> list[int]:
 
 def wait_until(process: subprocess.Popen, ready: Callable[[], bool], timeout: float = 240, log: Path | None = None,
                interval: float = 0.2) -> None:
-    """Poll `ready()` every `interval` seconds until it holds; fail if the job ends first or `timeout` passes."""
+    """Poll `ready()` every `interval` seconds until it holds; fail if the job ends first or `timeout` passes (then
+    with each rank's last lines from `log` and the stacks of the job's processes, which are killed)."""
     deadline = time.monotonic() + timeout
     while not ready():
         assert process.poll() is None, (f"job ended (exit {process.returncode}) before the awaited point\n"
                                         f"{log.read_text()[-4000:] if log else ''}")
-        assert time.monotonic() < deadline, "awaited point not reached in time"
+        if time.monotonic() >= deadline:
+            stack_report, _, _ = stop_hung(process)
+            raise AssertionError(hung_report(" ".join(map(str, process.args)), timeout, stack_report,
+                                             log.read_text() if log else "", ""))
         time.sleep(interval)
 
 
