@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -185,6 +186,29 @@ def test_pod_template_merges_into_every_pod_but_cannot_steal_labels() -> None:
     assert [v["name"] for v in pod["spec"]["volumes"]][-1] == "scratch"
     launcher = build_launcher_job(job)["spec"]["template"]
     assert launcher["spec"]["imagePullSecrets"] == [{"name": "registry"}]
+
+
+def test_a_template_cannot_move_rename_or_reown_a_pod_even_past_the_parser() -> None:
+    """Defence in depth: an API server with an older CRD stores any podTemplate metadata, and the builders still
+    keep every pod in the job's namespace, under its own name, owned by the job."""
+    job = parse_job(training())
+    hostile = {"metadata": {"namespace": "kube-system", "name": "evil", "generateName": "evil-",
+                            "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "n", "uid": "u"}],
+                            "finalizers": ["example.com/keep"], "labels": {"tier": "gpu"}},
+               "kind": "Secret", "apiVersion": "v2"}
+    job = replace(job, spec=replace(job.spec, pod_template=hostile))
+    worker = build_worker_pod(job, 1)
+    launcher = build_launcher_job(job)
+    owner = [{"apiVersion": "kubetrain.dev/v1alpha1", "kind": "DistributedTraining", "name": "cifar", "uid": "uid-1",
+              "controller": True, "blockOwnerDeletion": True}]
+    assert (worker["apiVersion"], worker["kind"]) == ("v1", "Pod")
+    assert {key: worker["metadata"].get(key) for key in ("namespace", "name", "ownerReferences")} == {
+        "namespace": "ml", "name": "cifar-worker-1", "ownerReferences": owner}
+    assert not {"generateName", "finalizers"} & set(worker["metadata"])
+    assert worker["metadata"]["labels"]["tier"] == "gpu"
+    template = launcher["spec"]["template"]
+    assert set(template["metadata"]) == {"labels"} and template["metadata"]["labels"]["tier"] == "gpu"
+    assert launcher["metadata"]["namespace"] == "ml" and launcher["metadata"]["ownerReferences"] == owner
 
 
 def test_a_template_container_named_for_a_role_changes_only_that_roles_pod() -> None:

@@ -90,6 +90,9 @@ def test_render_never_prints_key_material(tmp_path, capsys):
         (("launcher: {waitForWorkersSeconds: 60}", "checkpoint: {readOnly: true}"),
          "spec.checkpoint.readOnly: unknown field, the API server refuses it; known here: claimName, mountPath"),
         (("    - {name: EXPORT_TO", "    - {nmae: X, name: EXPORT_TO"), "spec.env[1].nmae: unknown field"),
+        (("launcher: {waitForWorkersSeconds: 60}", "podTemplate: {metadata: {namespace: kube-system}}"),
+         "spec.podTemplate.metadata.namespace: unknown field, the API server refuses it; known here: annotations, "
+         "labels"),
     ],
 )
 @pytest.mark.parametrize("command", [["render"], ["run", "--local"]])
