@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import re
 import subprocess
@@ -67,6 +68,43 @@ def test_launcher_runs_one_rank_on_each_worker(deploy, user, pod_template, uid):
         assert f"as uid {uid}" in worker.log()
         if "read-only" in user:
             assert "through nss_wrapper" in worker.log()
+
+
+OWN_VALUES = [
+    "sh", "-c",
+    'echo "rank $OMPI_COMM_WORLD_RANK pod $POD_NAME ip $POD_IP token $(printf %s "$TOKEN" | sha256sum | cut -c1-16)";'
+    " sleep 2",
+]
+
+
+def test_each_rank_sees_its_own_pods_values_and_no_command_line_holds_a_secret(deploy):
+    """env from a fieldRef is resolved per pod: each rank sees its own pod's, not the launcher's. A secretKeyRef's
+    value (here with quotes and a newline, which sshd's SetEnv cannot carry) reaches every rank, and no process on
+    any host has it on its command line."""
+    token = "s3cr3t 'quoted' \"double\" \\ back\nsecond line"
+    env = [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+           {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+           {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "api", "key": "token"}}}]
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "api"}, "stringData": {"token": token}}
+    cluster = deploy(job_body("own", OWN_VALUES, env=env), secrets=[secret])
+    for index in range(2):
+        cluster.start_worker(index).wait_for_log("Server listening on 0.0.0.0 port 2222")
+    launcher = cluster.start_launcher()
+    holders = set()
+    while launcher.process.poll() is None:  # every process of every host: they share this pid namespace
+        for path in glob.glob("/proc/[0-9]*/cmdline"):
+            try:
+                if b"s3cr3t" in Path(path).read_bytes():
+                    holders.add(Path(path).read_bytes().replace(b"\0", b" ").decode(errors="replace")[:200])
+            except OSError:
+                continue
+        time.sleep(0.1)
+    assert launcher.wait(timeout=60) == 0, launcher.log()
+    digest = hashlib.sha256(token.encode()).hexdigest()[:16]
+    lines = sorted(line for line in launcher.log().splitlines() if line.startswith("rank "))
+    assert lines == [f"rank {i} pod own-worker-{i} ip {cluster.worker_hosts[i].address} token {digest}"
+                     for i in range(2)], launcher.log()
+    assert not holders, f"a secret on a command line: {holders}"
 
 
 def test_launcher_waits_for_a_worker_whose_name_and_sshd_come_late(deploy):

@@ -128,6 +128,19 @@ def test_volumes_mount_data_read_only_and_checkpoints_writable() -> None:
     assert job_environment(job)["KUBETRAIN_CHECKPOINT_DIR"] == "/checkpoints/ml/cifar"
 
 
+def test_env_each_pod_resolves_for_itself_is_never_forwarded_by_the_launcher() -> None:
+    env = [{"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+           {"name": "CPUS", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}},
+           {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "api", "key": "token"}}},
+           {"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "mode"}}},
+           {"name": "SEED", "value": "1"}]
+    contract = job_environment(parse_job(training(env=env)))
+    assert contract["KUBETRAIN_POD_ENV"] == "NODE CPUS TOKEN"
+    forwarded = contract["KUBETRAIN_FORWARD_ENV"].split()
+    assert {"MODE", "SEED", "KUBETRAIN_POD_ENV"} <= set(forwarded) and not {"NODE", "CPUS", "TOKEN"} & set(forwarded)
+    assert "KUBETRAIN_POD_ENV" not in job_environment(parse_job(training(env=env[3:])))
+
+
 def test_environment_contract_is_forwarded_to_every_rank() -> None:
     job = parse_job(training(env=[{"name": "TF_CPP_MIN_LOG_LEVEL", "value": "2"}]))
     env = job_environment(job)
