@@ -328,9 +328,19 @@ def _check_toleration(toleration: Mapping[str, Any], path: str) -> None:
         raise SpecError(f"{path}.tolerationSeconds", "is an integer, and only for effect NoExecute")
 
 
+# What spec.podTemplate may hold, and its metadata: a pod's namespace, name and owner are kubetrain's.
+_TEMPLATE_FIELDS = ("metadata", "spec")
+_TEMPLATE_METADATA_FIELDS = ("labels", "annotations")
+
+
 def _parse_pod_template(raw: Any) -> Mapping[str, Any]:
+    """The CRD allows {metadata: {labels, annotations}, spec}; checked here too, for an API server that still has an
+    older CRD, which let any field through."""
     template = _mapping(raw, "spec.podTemplate")
+    _only(template, _TEMPLATE_FIELDS, "spec.podTemplate")
     metadata = _mapping(template.get("metadata"), "spec.podTemplate.metadata")
+    _only(metadata, _TEMPLATE_METADATA_FIELDS, "spec.podTemplate.metadata",
+          "kubetrain sets each pod's namespace, name and owner")
     _labels(metadata.get("labels"), "spec.podTemplate.metadata.labels")
     annotations = _mapping(metadata.get("annotations"), "spec.podTemplate.metadata.annotations")
     for key, value in annotations.items():
@@ -343,6 +353,13 @@ def _parse_pod_template(raw: Any) -> Mapping[str, Any]:
     for key in ("containers", "initContainers"):
         _check_template_containers(pod_spec.get(key), key)
     return template
+
+
+def _only(value: Mapping[str, Any], allowed: tuple[str, ...], path: str, why: str = "") -> None:
+    for key in value:
+        if key not in allowed:
+            raise SpecError(f"{path}.{key}", f"unknown field: only {' and '.join(allowed)} may be given here"
+                                             + (f" ({why})" if why else "") + "; remove it")
 
 
 def _check_template_containers(raw: Any, key: str) -> None:

@@ -198,10 +198,12 @@ def test_operator_killed_while_creating_children_leaves_exactly_one_set(
 def test_spec_the_schema_cannot_catch_fails_with_the_field_named(
     control_plane: ControlPlane, namespace: str, operator: OperatorProcess
 ) -> None:
-    # "/data/" and "/data" differ as strings (so CEL lets them through) but are the same directory
-    create(control_plane, namespace, training("clash", data={"mountPath": "/data/"}, checkpoint={"mountPath": "/data"}))
+    # A toleration with operator Exists and a value: the schema leaves which fields go together to the pod's own
+    # validation, which the parser applies first
+    create(control_plane, namespace, training("clash", scheduling={"tolerations": [
+        {"key": "gpu", "operator": "Exists", "value": "x"}]}))
     failed = wait_for_status(control_plane, namespace, "clash", operator, phase="Failed")
-    assert failed["reason"] == "InvalidSpec" and "spec.checkpoint.mountPath" in failed["message"]
+    assert failed["reason"] == "InvalidSpec" and "spec.scheduling.tolerations[0].value" in failed["message"]
     assert not live_pods(control_plane, namespace, "clash")
     assert operator.alive()
 

@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,9 +72,11 @@ def network() -> Iterator[Network]:
 
 @pytest.fixture
 def deploy(scratch: Path, network: Network):
-    """deploy(body, as_pod_user=False) -> JobOnHosts. Hosts and processes are torn down before scratch is removed."""
+    """deploy(body, as_pod_user=False, secrets=()) -> JobOnHosts. Hosts and processes are torn down before scratch
+    is removed."""
 
-    def make(body: Mapping[str, Any], *, as_pod_user: bool = False) -> JobOnHosts:
-        return deploy_job(network, scratch, body, as_pod_user=as_pod_user)
+    def make(body: Mapping[str, Any], *, as_pod_user: bool = False,
+             secrets: Sequence[Mapping[str, Any]] = ()) -> JobOnHosts:
+        return deploy_job(network, scratch, body, as_pod_user=as_pod_user, secrets=secrets)
 
     return make

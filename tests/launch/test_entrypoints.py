@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import re
 import subprocess
@@ -67,6 +68,86 @@ def test_launcher_runs_one_rank_on_each_worker(deploy, user, pod_template, uid):
         assert f"as uid {uid}" in worker.log()
         if "read-only" in user:
             assert "through nss_wrapper" in worker.log()
+
+
+OWN_VALUES = [
+    "sh", "-c",
+    'echo "rank $OMPI_COMM_WORLD_RANK pod $POD_NAME ip $POD_IP token $(printf %s "$TOKEN" | sha256sum | cut -c1-16)";'
+    " sleep 2",
+]
+
+
+TOKEN = "s3cr3t 'quoted' \"double\" \\ back\nsecond line"
+OWN_ENV = [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+           {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+           {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "api", "key": "token"}}}]
+API_SECRET = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "api"}, "stringData": {"token": TOKEN}}
+
+
+def command_lines_holding(secret: bytes, launcher) -> set[str]:
+    """Until the launcher exits: the command line of every process of every host (they share this pid namespace)
+    that holds `secret`."""
+    holders = set()
+    while launcher.process.poll() is None:
+        for path in glob.glob("/proc/[0-9]*/cmdline"):
+            try:
+                text = Path(path).read_bytes()
+            except OSError:
+                continue
+            if secret in text:
+                holders.add(text.replace(b"\0", b" ").decode(errors="replace")[:300])
+        time.sleep(0.1)
+    return holders
+
+
+def test_each_rank_sees_its_own_pods_values_and_no_command_line_holds_a_secret(deploy):
+    """env from a fieldRef is resolved per pod: each rank sees its own pod's, not the launcher's. A secretKeyRef's
+    value (here with quotes and a newline, which sshd's SetEnv cannot carry) reaches every rank, and no process on
+    any host has it on its command line."""
+    cluster = deploy(job_body("own", OWN_VALUES, env=OWN_ENV), secrets=[API_SECRET])
+    for index in range(2):
+        cluster.start_worker(index).wait_for_log("Server listening on 0.0.0.0 port 2222")
+    launcher = cluster.start_launcher()
+    holders = command_lines_holding(b"s3cr3t", launcher)
+    assert launcher.wait(timeout=60) == 0, launcher.log()
+    digest = hashlib.sha256(TOKEN.encode()).hexdigest()[:16]
+    lines = sorted(line for line in launcher.log().splitlines() if line.startswith("rank "))
+    assert lines == [f"rank {i} pod own-worker-{i} ip {cluster.worker_hosts[i].address} token {digest}"
+                     for i in range(2)], launcher.log()
+    assert not holders, f"a secret on a command line: {holders}"
+
+
+ELASTIC_VALUES = [
+    "sh", "-c",
+    'echo "rank $HOROVOD_RANK pod $POD_NAME token $(printf %s "$TOKEN" | sha256sum | cut -c1-16)"; sleep 2',
+]
+
+
+def test_elastic_ranks_see_their_own_pods_values_and_horovodrun_holds_no_secret(deploy, scratch):
+    """horovodrun writes the environment it forwards into each rank's ssh command: the job's secretKeyRef and
+    fieldRef values stay out of it, and each rank, on the launcher (runAsWorker) or a worker, gets its own pod's."""
+    body = job_body("flex", ELASTIC_VALUES, workers=1, env=OWN_ENV)
+    body["spec"]["elastic"] = {"minWorkers": 1, "maxWorkers": 1}
+    body["spec"]["launcher"]["runAsWorker"] = True
+    cluster = deploy(body, secrets=[API_SECRET])
+    # root's home is this test's (horovodrun's ssh reads ~/.ssh/config, which the launcher writes)
+    root_home = scratch / "root-home"
+    root_home.mkdir()
+    cluster.network.install_passwd([f"root:x:0:0:root:{root_home}:/bin/bash"])
+    worker = cluster.worker_hosts[0]
+    worker.names = (*worker.names, "flex-ready.team.svc")  # the Service of Ready workers, for the discovery
+    cluster.network.write_hosts_files()
+    cluster.start_worker(0).wait_for_log("Server listening on 0.0.0.0 port 2222")
+    launcher = cluster.start_launcher()
+    holders = command_lines_holding(b"s3cr3t", launcher)
+    assert launcher.wait(timeout=120) == 0, launcher.log()
+    assert not holders, f"a secret on a command line: {holders}"
+    digest = hashlib.sha256(TOKEN.encode()).hexdigest()[:16]
+    # horovodrun prefixes each rank's lines with [rank]<stdout>:
+    lines = sorted(re.sub(r"^\[\d+\]<stdout>:", "", line) for line in launcher.log().splitlines()
+                   if "<stdout>:rank " in line)
+    assert lines == [f"rank 0 pod flex-launcher token {digest}", f"rank 1 pod flex-worker-0 token {digest}"], \
+        launcher.log()
 
 
 def test_launcher_waits_for_a_worker_whose_name_and_sshd_come_late(deploy):

@@ -164,6 +164,15 @@ CORPUS: list[BadInput] = [
              spec_set("checkpoint.mountPath", "/opt")),
     BadInput("data-under-usr", "never works", "spec.data.mountPath", spec_set("data.mountPath", "/usr/share/data")),
     BadInput("mount-dot-dot", "never works", "spec.data.mountPath", spec_set("data.mountPath", "/data/../opt/venv")),
+    # two volumes the pods cannot have together
+    BadInput("same-claim", "never works", "spec.checkpoint.claimName",
+             both(spec_set("data.claimName", "shared"), spec_set("checkpoint.claimName", "shared"))),
+    BadInput("checkpoint-in-read-only-data", "never works", "spec.checkpoint.mountPath",
+             both(spec_set("data.mountPath", "/data"), spec_set("checkpoint.mountPath", "/data/ckpt"))),
+    BadInput("data-in-checkpoint", "never works", "spec.data.mountPath",
+             both(spec_set("data.mountPath", "/checkpoints/team-a"),
+                  spec_set("checkpoint.mountPath", "/checkpoints/"))),
+    BadInput("read-only-data-above-home", "never works", "spec.data.mountPath", spec_set("data.mountPath", "/home/")),
     # names
     BadInput("name-53-chars", "name", "metadata.name", rename("n" * 53)),
     BadInput("name-300-chars", "name", "metadata.name", rename("n" * 300)),
@@ -172,6 +181,14 @@ CORPUS: list[BadInput] = [
     BadInput("name-leading-digit", "name", "metadata.name", rename("1job")),
     # a typo in a field name
     BadInput("unknown-field", "unknown field", "spec.wrokers", spec_set("wrokers", 2)),
+    # a pod's identity is kubetrain's: its namespace, name and owner
+    BadInput("template-namespace", "unknown field", "spec.podTemplate.metadata.namespace",
+             spec_set("podTemplate", {"metadata": {"namespace": "kube-system"}})),
+    BadInput("template-owner", "unknown field", "spec.podTemplate.metadata.ownerReferences",
+             spec_set("podTemplate", {"metadata": {"ownerReferences": [
+                 {"apiVersion": "v1", "kind": "Namespace", "name": "kube-system", "uid": "0"}]}})),
+    BadInput("template-generate-name", "unknown field", "spec.podTemplate.metadata.generateName",
+             spec_set("podTemplate", {"metadata": {"generateName": "x-"}})),
     # only the pod's own validation knows these: the operator must not retry them for ever
     BadInput("template-label-value", "child object", "spec.podTemplate",
              spec_set("podTemplate", {"metadata": {"labels": {"team": "ml ops"}}})),

@@ -16,9 +16,7 @@ from tests.support.cluster import ControlPlane, KubectlError
 
 # Cases the schema cannot decide, and why: the operator fails them as InvalidSpec instead (test_bad_input).
 PARSER_ONLY = {
-    "same-dir-other-spelling": "/data/ and /data are one directory only after path normalisation, which CEL lacks",
-    "template-label-value": "podTemplate is free-form (preserve-unknown-fields); the pod's own validation decides",
-    "template-spec-string": "podTemplate is free-form (preserve-unknown-fields)",
+    "template-label-value": "label values have a grammar the schema leaves to the pod's validation",
     "node-selector-key": "label keys have a prefix/name grammar the schema leaves to the pod's validation",
     "env-value-from-empty": "valueFrom sources are free-form objects in the schema",
 }
@@ -33,6 +31,16 @@ VALID = {
     "one-pod-own-image-as-root": {**valid_body("ok"), "spec": {**valid_body("ok")["spec"], "workers": 0,
                                   "launcher": {"runAsWorker": True}, "mpi": {"implementation": "IntelMPI"},
                                   "runAsUser": 0}},
+    "writable-data-holds-the-checkpoints": {**valid_body("ok"), "spec": {**valid_body("ok")["spec"],
+                                            "data": {"mountPath": "/work", "readOnly": False},
+                                            "checkpoint": {"mountPath": "/work/checkpoints"}}},
+    "checkpoints-on-home-and-data-beside": {**valid_body("ok"), "spec": {**valid_body("ok")["spec"],
+                                            "data": {"claimName": "data", "mountPath": "/data2"},
+                                            "checkpoint": {"claimName": "ckpt", "mountPath": "/home"}}},
+    "template-labels-annotations-and-spec": {**valid_body("ok"), "spec": {**valid_body("ok")["spec"], "podTemplate": {
+        "metadata": {"labels": {"team": "ml"}, "annotations": {"note": "any text: 'quoted'"}},
+        "spec": {"serviceAccountName": "trainer",
+                 "containers": [{"name": "worker", "env": [{"name": "A", "value": "1"}]}]}}}},
     "elastic": {**valid_body("ok"), "spec": {**valid_body("ok")["spec"], "elastic": {"maxWorkers": 4},
                 "scheduling": {"gang": {"scheduler": "Volcano"}}}},
     "hostile-but-valid": {**valid_body("ok"), "spec": {**valid_body("ok")["spec"], "command": HOSTILE_COMMAND,

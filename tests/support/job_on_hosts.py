@@ -3,7 +3,7 @@ for the launcher and one per worker, the claims backed by folders every host sha
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,9 +73,11 @@ class JobOnHosts:
         return self.kubelet.start(self.launcher_host, build_launcher_job(self.job), extra_env)
 
 
-def deploy_job(network: Network, scratch: Path, body: Mapping[str, Any], *, as_pod_user: bool = False) -> JobOnHosts:
+def deploy_job(network: Network, scratch: Path, body: Mapping[str, Any], *, as_pod_user: bool = False,
+               secrets: Sequence[Mapping[str, Any]] = ()) -> JobOnHosts:
+    """`secrets`: Secrets of the namespace the job's env may read (secretKeyRef)."""
     job = parse_job(body)
-    objects = [build_ssh_secret(job, generate_ssh_keypair()), build_hosts_configmap(job)]
+    objects = [build_ssh_secret(job, generate_ssh_keypair()), build_hosts_configmap(job), *secrets]
     claims = {"data": scratch / "data", "checkpoints": scratch / "checkpoints"}
     for folder in claims.values():
         folder.mkdir(exist_ok=True)

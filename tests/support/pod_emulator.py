@@ -92,7 +92,8 @@ class Kubelet:
         env = {"PATH": IMAGE_PATH, "LANG": "C.UTF-8"}
         for entry in container.get("env", []):
             if "valueFrom" in entry:
-                raise ValueError(f"{entry['name']}: valueFrom is not emulated")
+                env[entry["name"]] = self.value_from(entry, pod["metadata"]["name"], host)
+                continue
             env[entry["name"]] = rewrite(entry.get("value", ""), mounts)
         env.update(extra_env or {})
         argv = [rewrite(part, mounts) for part in [*container.get("command", []), *container.get("args", [])]]
@@ -106,6 +107,22 @@ class Kubelet:
         started = Container(pod["metadata"]["name"], host, process, log_path, mounts)
         self.containers.append(started)
         return started
+
+
+    def value_from(self, entry: Mapping[str, Any], pod_name: str, host: Host) -> str:
+        """What kubelet resolves for an env entry's valueFrom: a few fieldRefs of the pod, or a Secret's key."""
+        source = entry["valueFrom"]
+        if "secretKeyRef" in source:
+            ref = source["secretKeyRef"]
+            secret = self.objects[("Secret", ref["name"])]
+            if ref["key"] in secret.get("stringData", {}):
+                return str(secret["stringData"][ref["key"]])
+            return base64.b64decode(secret["data"][ref["key"]]).decode()
+        fields = {"metadata.name": pod_name, "spec.nodeName": host.namespace, "status.podIP": host.address}
+        path = source.get("fieldRef", {}).get("fieldPath")
+        if path not in fields:
+            raise ValueError(f"{entry['name']}: valueFrom {source} is not emulated")
+        return fields[path]
 
 
 def prepare_volume(volume: Mapping[str, Any], path: Path, objects: Mapping[tuple[str, str], Mapping[str, Any]],

@@ -10,6 +10,7 @@
 #   kt_passwd_home    the home of the uid's passwd entry: where ssh looks for ~/.ssh/config, whatever $HOME says.
 #   kt_copy_ssh_files copies the Secret mounted at KUBETRAIN_SSH_DIR to $HOME/.ssh with the modes ssh insists on
 #                     (kubelet mounts it read-only, owned by root and with modes a private key must not have).
+#   kt_save_pod_env   saves this pod's values of KUBETRAIN_POD_ENV for lib/pod-env.sh, which starts every rank.
 # Reads: KUBETRAIN_SSH_DIR (default /etc/kubetrain/ssh), KUBETRAIN_SSH_PORT (default 2222), KUBETRAIN_IMAGE (the
 #        pod's image, named in messages).
 # Sets:  KT_SSH_DIR (the writable copy), KT_PORT, KT_LIB (this folder).
@@ -111,4 +112,23 @@ kt_copy_ssh_files() {
     (umask 077 && cat "$source/$name" >"$KT_SSH_DIR/$name") || kt_die "cannot write $KT_SSH_DIR/$name"
     chmod 0600 "$KT_SSH_DIR/$name"
   done
+}
+
+# kt_save_pod_env: KUBETRAIN_POD_ENV names the job's env entries whose value is this pod's own (fieldRef,
+# resourceFieldRef, secretKeyRef). Their values go to $HOME/.kubetrain/pod-env (HOME is the pod's own emptyDir),
+# readable by this uid only, as bash assignments: any character survives, and no value is on a command line.
+# KT_POD_ENV_FILE, exported, names the file: the worker's ssh sessions get it (SetEnv), the launcher's own ranks
+# inherit it.
+kt_save_pod_env() {
+  local name
+  export KT_POD_ENV_FILE="$HOME/.kubetrain/pod-env"
+  mkdir -p "${KT_POD_ENV_FILE%/*}" || kt_die "cannot create ${KT_POD_ENV_FILE%/*}"
+  (
+    umask 077
+    for name in ${KUBETRAIN_POD_ENV:-}; do
+      if [[ $name =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] && [ -n "${!name+set}" ]; then
+        printf 'export %s=%q\n' "$name" "${!name}"
+      fi
+    done >"$KT_POD_ENV_FILE"
+  ) || kt_die "cannot write $KT_POD_ENV_FILE"
 }

@@ -15,6 +15,8 @@
 #    LD_LIBRARY_PATH, PYTHONPATH, every name in KUBETRAIN_FORWARD_ENV and any NCCL_, HOROVOD_, FI_, I_MPI_, UCX_ or
 #    MPIR_CVAR_ variable to the ranks. An elastic job execs horovodrun (lib/elastic.sh, lib/horovodrun.py) instead:
 #    it runs ranks on the Ready workers lib/discover_hosts.py finds, from minWorkers to maxWorkers, with its environment.
+#    Names in KUBETRAIN_POD_ENV are never forwarded: each rank starts through lib/pod-env.sh, which gives it its own
+#    pod's values (saved by kt_save_pod_env on every pod).
 # The MPI reaches the workers with `ssh -F $HOME/.ssh/ssh_config -i <key> -p KUBETRAIN_SSH_PORT`; host keys are not
 # pinned because workers generate fresh ones at every start. horovodrun's ssh has no -F: the config is ~/.ssh/config.
 # Exit codes: the program's (through the MPI or horovodrun); 2 = bad configuration or a tool missing from the image;
@@ -82,6 +84,7 @@ $implementation there, or set spec.mpi.implementation to the MPI the image has"
 fi
 kt_prepare_home
 kt_ensure_user
+kt_save_pod_env
 kt_copy_ssh_files id_ed25519 ssh_config
 [ -n "$elastic_max" ] && kt_install_ssh_config "$KT_SSH_DIR/ssh_config"
 
@@ -156,11 +159,16 @@ iface=""
   [ "$destination" = 00000000 ] && iface=$name && break
 done </proc/net/route
 
+# What every host runs for each rank: the training command, through lib/pod-env.sh when some of the job's env is
+# each pod's own (KUBETRAIN_POD_ENV).
+rank_command=("$@")
+[ -n "${KUBETRAIN_POD_ENV:-}" ] && rank_command=(bash "$KT_LIB/pod-env.sh" "$@")
+
 if [ -n "$elastic_max" ]; then
   own_slots=0
   for host in "${hosts[@]}"; do is_own "$host" && own_slots=$slots; done
   kt_elastic_command "$python" "$KT_LIB" "$elastic_min" "$elastic_max" "$slots" "$own_slots" "$iface" \
-    "$wait_seconds" "$KT_PORT" "$KT_SSH_DIR/id_ed25519" "$@"
+    "$wait_seconds" "$KT_PORT" "$KT_SSH_DIR/id_ed25519" "${KUBETRAIN_POD_ENV:-}" "${rank_command[@]}"
   kt_log "$accepted worker(s) ready; horovodrun with $elastic_min to $elastic_max worker(s) of $slots slot(s): $*"
   exec "${KT_ELASTIC_ARGV[@]}"
 fi
@@ -176,11 +184,13 @@ for name in PATH LD_LIBRARY_PATH PYTHONPATH ${KUBETRAIN_FORWARD_ENV:-} \
   $(compgen -e | grep -E '^(NCCL|HOROVOD|FI|I_MPI|UCX|MPIR_CVAR)_' || true); do
   [[ $name =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || { kt_log "ignoring bad name '$name' in KUBETRAIN_FORWARD_ENV"; continue; }
   [ -n "${!name+set}" ] || continue
+  [[ " ${KUBETRAIN_POD_ENV:-} " == *" $name "* ]] && continue  # each rank takes its own pod's value (pod-env.sh)
   [[ " ${forward[*]-} " == *" $name "* ]] || forward+=("$name")
 done
 
 as_root=0
 [ "$(id -u)" = 0 ] && as_root=1
-kt_mpi_command "$flavor" "$num_processes" "$hostfile" "${ssh_options[*]}" "$iface" "$as_root" "${forward[*]-}" "$@"
+kt_mpi_command "$flavor" "$num_processes" "$hostfile" "${ssh_options[*]}" "$iface" "$as_root" "${forward[*]-}" \
+  "${rank_command[@]}"
 kt_log "all hosts ready; $program -np $num_processes $*"
 exec "${KT_MPI_ARGV[@]}"

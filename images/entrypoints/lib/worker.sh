@@ -20,6 +20,7 @@ kt_require sshd openssh-server
 kt_require ssh-keygen openssh-client
 kt_prepare_home
 kt_ensure_user
+kt_save_pod_env
 kt_copy_ssh_files authorized_keys
 
 sshd_bin=$(PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin" command -v sshd)

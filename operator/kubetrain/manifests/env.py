@@ -9,6 +9,10 @@ from kubetrain.contract import ELASTIC_HOSTS, HOSTFILE, SSH_DIR, SSH_PORT, ready
 
 # Forwarded to every rank by the launcher (`mpirun -x`) besides the KUBETRAIN_* variables and the user's env.
 FORWARDED_CLUSTER_VARIABLES = ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")
+# spec.env sources each rank takes from its own pod, never from the launcher (KUBETRAIN_POD_ENV). The kubelet
+# resolves fieldRef and resourceFieldRef per pod: the launcher's value would be wrong on every other pod. A
+# secretKeyRef's value is the same everywhere, but horovodrun writes what it forwards into each rank's command line.
+POD_OWN_SOURCES = ("fieldRef", "resourceFieldRef", "secretKeyRef")
 
 
 def checkpoint_dir(job: Job) -> str:
@@ -40,11 +44,20 @@ def job_environment(job: Job, report_status: bool = True) -> dict[str, str]:
         values["KUBETRAIN_READY_SERVICE"] = f"{ready_service_name(job.name)}.{job.namespace}.svc"
     if report_status:
         values["KUBETRAIN_REPORT_STATUS"] = "1"
-    user_names = [entry["name"] for entry in spec.env]
+    own = pod_own_names(job)
+    if own:
+        values["KUBETRAIN_POD_ENV"] = " ".join(own)
+    user_names = [entry["name"] for entry in spec.env if entry["name"] not in own]
     values["KUBETRAIN_FORWARD_ENV"] = " ".join(
         [*sorted(values), "KUBETRAIN_FORWARD_ENV", *FORWARDED_CLUSTER_VARIABLES, *user_names]
     )
     return values
+
+
+def pod_own_names(job: Job) -> list[str]:
+    """The spec.env names every rank reads from its own pod (POD_OWN_SOURCES): the launcher forwards none of them,
+    and lib/pod-env.sh gives each rank the values its pod's entrypoint saved."""
+    return [entry["name"] for entry in job.spec.env if set(entry.get("valueFrom") or {}) & set(POD_OWN_SOURCES)]
 
 
 def container_env(job: Job) -> list[dict[str, Any]]:

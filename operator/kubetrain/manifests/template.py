@@ -13,13 +13,22 @@ _KEYED_LISTS = {"containers", "initContainers", "volumes", "env", "volumeMounts"
 
 
 def merge_pod_template(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
-    """Deep-merge `overlay` ({metadata, spec}) into `base`; kubetrain's own labels always win.
+    """Deep-merge `overlay` ({metadata, spec}) into `base`.
 
-    A container named for a role (worker, launcher) changes that role's container and is left out of the other
-    pods; a container of any other name (a sidecar) is added to every pod."""
-    merged = _merge(copy.deepcopy(dict(base)), overlay)
-    own_labels = base.get("metadata", {}).get("labels", {})
-    merged.setdefault("metadata", {}).setdefault("labels", {}).update(own_labels)
+    The overlay's metadata adds labels and annotations only, and kubetrain's own labels win. The rest of the
+    metadata (namespace, name, generateName, ownerReferences, finalizers) is the base's, whatever the overlay says:
+    a pod stays in its job's namespace, under its name, owned by its job. A container named for a role (worker,
+    launcher) changes that role's container and is left out of the other pods; a container of any other name (a
+    sidecar) is added to every pod."""
+    merged = _merge(copy.deepcopy(dict(base)), {"spec": overlay.get("spec") or {}})
+    base_meta = base.get("metadata") or {}
+    extra = overlay.get("metadata") or {}
+    meta = merged.setdefault("metadata", {})
+    labels = {**(extra.get("labels") or {}), **(base_meta.get("labels") or {})}
+    annotations = {**(base_meta.get("annotations") or {}), **(extra.get("annotations") or {})}
+    for key, value in (("labels", labels), ("annotations", annotations)):
+        if value:
+            meta[key] = copy.deepcopy(value)
     return merged
 
 

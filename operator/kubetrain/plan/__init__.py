@@ -33,7 +33,7 @@ from kubetrain.plan.model import (
 )
 from kubetrain.plan.phase import status_changed
 from kubetrain.plan.world import World, observe
-from kubetrain.pod_state import Failure, is_terminating, job_finished
+from kubetrain.pod_state import Failure, is_terminating, iso, job_finished
 
 __all__ = ["Action", "Children", "Create", "CreateSshSecret", "Delete", "DeleteTraining", "Event", "Patch", "Plan",
            "decide", "status_changed"]
@@ -42,6 +42,14 @@ __all__ = ["Action", "Children", "Create", "CreateSshSecret", "Delete", "DeleteT
 def decide(job: Job, status: Mapping[str, Any], children: Children, now: datetime) -> Plan:
     """The whole reconcile decision for one job."""
     world = observe(job, status, children, now)
+    plan = _decide(world)
+    if world.unreadable:
+        _replace_unreadable(world, plan)
+    return plan
+
+
+def _decide(world: World) -> Plan:
+    job, status, now = world.job, world.status, world.now
     if status.get("phase") in r.TERMINAL_PHASES:
         return _finished(world, status)
     if job.spec.run_policy.suspend:
@@ -78,6 +86,22 @@ def decide(job: Job, status: Mapping[str, Any], children: Children, now: datetim
     if gang_left is not None and gang_left <= 0:
         return _fail(world, _gang_overdue(world))
     return _run(world, gang_left)
+
+
+def _replace_unreadable(world: World, plan: Plan) -> None:
+    """Status times the operator cannot read were decided without (as if absent). It writes its own in their place
+    and says so in one Warning event: the next pass reads what it wrote."""
+    said = ", ".join(f"{field} {value!r}" for field, value in world.unreadable.items())
+    plan.events.append(Event("Warning", r.STATUS_UNREADABLE, f"ignored {said}: not an RFC 3339 time; the operator "
+                                                             "writes its own in its place"))
+    fields, moment = world.unreadable.keys(), iso(world.now)
+    if "status.startTime" in fields and "startTime" not in plan.status:
+        plan.status["startTime"] = iso(world.started)
+    if "status.completionTime" in fields and "completionTime" not in plan.status:
+        plan.status["completionTime"] = moment
+    if any(field.startswith("status.conditions") for field in fields) and "conditions" not in plan.status:
+        plan.status["conditions"] = [{**condition, "lastTransitionTime": condition.get("lastTransitionTime", moment)}
+                                     for condition in world.status.get("conditions") or []]
 
 
 def _gang_wait(world: World) -> float | None:

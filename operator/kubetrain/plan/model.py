@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from kubetrain.contract import LABEL_ATTEMPT, LABEL_ROLE
@@ -88,7 +89,24 @@ def role_of(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("labels", {}).get(LABEL_ROLE, ""))
 
 
+# RFC 3339's date-time: any fraction of a second, Z or a numeric offset (T and Z in either case, as it allows).
+_RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})")
+
+
 def parse_time(value: str | None) -> datetime | None:
+    """An RFC 3339 time as a naive UTC datetime (the operator's clock); None for no value. Fractions beyond
+    microseconds are cut. Raises ValueError for anything else, a leap second included (datetime has none)."""
     if not value:
         return None
-    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=None)
+    match = _RFC3339.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
+        raise ValueError(f"{value!r} is not an RFC 3339 time")
+    year, month, day, hour, minute, second = (int(part) for part in match.groups()[:6])
+    fraction, offset = match.group(7), match.group(8)
+    zone = timezone.utc
+    if offset.upper() != "Z":
+        sign = -1 if offset[0] == "-" else 1
+        zone = timezone(sign * timedelta(hours=int(offset[1:3]), minutes=int(offset[4:6])))
+    micro = int(fraction[:6].ljust(6, "0")) if fraction else 0
+    moment = datetime(year, month, day, hour, minute, second, micro, tzinfo=zone)
+    return moment.astimezone(timezone.utc).replace(tzinfo=None)

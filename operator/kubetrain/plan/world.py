@@ -4,7 +4,7 @@ workers, launcher Job and launcher pod picked out of them."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -29,6 +29,8 @@ class World:
     launcher_pod: Obj | None  # its newest pod
     departed: dict[int, Obj]  # the current attempt's workers deleted with a disruption mark (not in workers)
     workload: Obj | None = None  # Kueue's Workload of the current attempt's workers (a job with a queue)
+    # Status times that are not RFC 3339, by field (status.startTime): left out of `status`, never decided on.
+    unreadable: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def live_workers(self) -> dict[int, Obj]:
@@ -41,6 +43,7 @@ class World:
 
 
 def observe(job: Job, status: Mapping[str, Any], children: Children, now: datetime) -> World:
+    status, unreadable = readable_status(status)
     attempt = int(status.get("attempt", 0))
     workers = workers_by_index(children.pods, attempt)
     launcher = next((j for j in children.jobs if role_of(j) == ROLE_LAUNCHER), None)
@@ -60,7 +63,36 @@ def observe(job: Job, status: Mapping[str, Any], children: Children, now: dateti
         departed={index: pod for index, pod in workers_by_index(children.departed, attempt).items()
                   if index not in workers},
         workload=children.named(children.workloads, group_name(job.name, job.uid, attempt)) if job.queue else None,
+        unreadable=unreadable,
     )
+
+
+def readable_status(status: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """`status` without the times the operator cannot read, and those times by field. The operator wrote them, but
+    anyone allowed to patch the status subresource may have rewritten them."""
+    readable, unreadable = dict(status), {}
+    for key in ("startTime", "completionTime"):
+        if not _is_time(readable.get(key)):
+            unreadable[f"status.{key}"] = str(readable.pop(key))
+    conditions = []
+    for condition in readable.get("conditions") or []:
+        if not _is_time(condition.get("lastTransitionTime")):
+            unreadable[f"status.conditions[{condition.get('type')}].lastTransitionTime"] = str(
+                condition["lastTransitionTime"])
+            condition = {key: value for key, value in condition.items() if key != "lastTransitionTime"}
+        conditions.append(condition)
+    if "conditions" in readable:
+        readable["conditions"] = conditions
+    return readable, unreadable
+
+
+def _is_time(value: Any) -> bool:
+    """Absent, or an RFC 3339 time."""
+    try:
+        parse_time(value)
+    except ValueError:
+        return False
+    return True
 
 
 def workers_by_index(pods: Iterable[Obj], attempt: int) -> dict[int, Obj]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +128,19 @@ def test_volumes_mount_data_read_only_and_checkpoints_writable() -> None:
     assert job_environment(job)["KUBETRAIN_CHECKPOINT_DIR"] == "/checkpoints/ml/cifar"
 
 
+def test_env_each_pod_resolves_for_itself_is_never_forwarded_by_the_launcher() -> None:
+    env = [{"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+           {"name": "CPUS", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}},
+           {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "api", "key": "token"}}},
+           {"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "mode"}}},
+           {"name": "SEED", "value": "1"}]
+    contract = job_environment(parse_job(training(env=env)))
+    assert contract["KUBETRAIN_POD_ENV"] == "NODE CPUS TOKEN"
+    forwarded = contract["KUBETRAIN_FORWARD_ENV"].split()
+    assert {"MODE", "SEED", "KUBETRAIN_POD_ENV"} <= set(forwarded) and not {"NODE", "CPUS", "TOKEN"} & set(forwarded)
+    assert "KUBETRAIN_POD_ENV" not in job_environment(parse_job(training(env=env[3:])))
+
+
 def test_environment_contract_is_forwarded_to_every_rank() -> None:
     job = parse_job(training(env=[{"name": "TF_CPP_MIN_LOG_LEVEL", "value": "2"}]))
     env = job_environment(job)
@@ -185,6 +199,29 @@ def test_pod_template_merges_into_every_pod_but_cannot_steal_labels() -> None:
     assert [v["name"] for v in pod["spec"]["volumes"]][-1] == "scratch"
     launcher = build_launcher_job(job)["spec"]["template"]
     assert launcher["spec"]["imagePullSecrets"] == [{"name": "registry"}]
+
+
+def test_a_template_cannot_move_rename_or_reown_a_pod_even_past_the_parser() -> None:
+    """Defence in depth: an API server with an older CRD stores any podTemplate metadata, and the builders still
+    keep every pod in the job's namespace, under its own name, owned by the job."""
+    job = parse_job(training())
+    hostile = {"metadata": {"namespace": "kube-system", "name": "evil", "generateName": "evil-",
+                            "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "n", "uid": "u"}],
+                            "finalizers": ["example.com/keep"], "labels": {"tier": "gpu"}},
+               "kind": "Secret", "apiVersion": "v2"}
+    job = replace(job, spec=replace(job.spec, pod_template=hostile))
+    worker = build_worker_pod(job, 1)
+    launcher = build_launcher_job(job)
+    owner = [{"apiVersion": "kubetrain.dev/v1alpha1", "kind": "DistributedTraining", "name": "cifar", "uid": "uid-1",
+              "controller": True, "blockOwnerDeletion": True}]
+    assert (worker["apiVersion"], worker["kind"]) == ("v1", "Pod")
+    assert {key: worker["metadata"].get(key) for key in ("namespace", "name", "ownerReferences")} == {
+        "namespace": "ml", "name": "cifar-worker-1", "ownerReferences": owner}
+    assert not {"generateName", "finalizers"} & set(worker["metadata"])
+    assert worker["metadata"]["labels"]["tier"] == "gpu"
+    template = launcher["spec"]["template"]
+    assert set(template["metadata"]) == {"labels"} and template["metadata"]["labels"]["tier"] == "gpu"
+    assert launcher["metadata"]["namespace"] == "ml" and launcher["metadata"]["ownerReferences"] == owner
 
 
 def test_a_template_container_named_for_a_role_changes_only_that_roles_pod() -> None:

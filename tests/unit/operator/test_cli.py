@@ -90,6 +90,13 @@ def test_render_never_prints_key_material(tmp_path, capsys):
         (("launcher: {waitForWorkersSeconds: 60}", "checkpoint: {readOnly: true}"),
          "spec.checkpoint.readOnly: unknown field, the API server refuses it; known here: claimName, mountPath"),
         (("    - {name: EXPORT_TO", "    - {nmae: X, name: EXPORT_TO"), "spec.env[1].nmae: unknown field"),
+        (("launcher: {waitForWorkersSeconds: 60}", "podTemplate: {metadata: {namespace: kube-system}}"),
+         "spec.podTemplate.metadata.namespace: unknown field, the API server refuses it; known here: annotations, "
+         "labels"),
+        (("launcher: {waitForWorkersSeconds: 60}", "data: {claimName: shared}\n  checkpoint: {claimName: shared}"),
+         "spec.checkpoint.claimName: Invalid value"),
+        (("launcher: {waitForWorkersSeconds: 60}", "checkpoint: {mountPath: /data/checkpoints}"),
+         "spec.checkpoint.mountPath: Invalid value"),
     ],
 )
 @pytest.mark.parametrize("command", [["render"], ["run", "--local"]])

@@ -55,10 +55,11 @@ def bash(script: str, *args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=10)
 
 
-def command(minimum: int = 1, maximum: int = 3, slots: int = 1, own: int = 0, iface: str = "eth0") -> list[str]:
+def command(minimum: int = 1, maximum: int = 3, slots: int = 1, own: int = 0, iface: str = "eth0",
+            pod_names: str = "", program: tuple[str, ...] = ("python", "-c", "print('a b')")) -> list[str]:
     script = 'kt_elastic_command "$@"; printf "%s\\0" "${KT_ELASTIC_ARGV[@]}"'
     result = bash(script, PYTHON, ENTRYPOINTS_LIB, str(minimum), str(maximum), str(slots), str(own), iface, "300",
-                  "2222", KEY, "python", "-c", "print('a b')")
+                  "2222", KEY, pod_names, *program)
     assert result.returncode == 0, result.stderr
     return result.stdout.split("\0")[:-1]
 
@@ -99,9 +100,42 @@ def test_without_a_default_route_horovod_finds_the_interface_itself(monkeypatch)
 def test_launcher_only_variables_stay_off_the_ranks_command_line():
     argv = command()
     prefix = argv[: argv.index(PYTHON)]
-    assert prefix == ["env", "-u", "HOSTNAME", "-u", "NVIDIA_VISIBLE_DEVICES", "-u", "NVIDIA_DRIVER_CAPABILITIES"]
+    assert prefix == ["env", "-u", "HOSTNAME", "-u", "NVIDIA_VISIBLE_DEVICES", "-u", "NVIDIA_DRIVER_CAPABILITIES",
+                      "-u", "KT_POD_ENV_FILE"]
     for kept in ("PATH", "HOME", "LD_PRELOAD", "NSS_WRAPPER_PASSWD"):  # same values on the workers; ssh needs them
         assert kept not in prefix
+
+
+def test_horovodrun_never_holds_a_secret_it_would_write_into_every_ranks_command_line(monkeypatch):
+    """horovodrun copies its whole environment into each rank's `ssh host 'env K=V ... command'`: the job's
+    KUBETRAIN_POD_ENV names (secretKeyRef, fieldRef, resourceFieldRef) are not in it, and each rank starts through
+    lib/pod-env.sh, which gives it its own pod's values."""
+    program = ("bash", f"{ENTRYPOINTS_LIB}/pod-env.sh", "python", "train.py")
+    argv = command(pod_names="TOKEN NODE", program=program)
+    prefix = argv[: argv.index(PYTHON)]
+    env = {"PATH": "/usr/bin:/bin", "TOKEN": "s3cr3t", "NODE": "launcher-node", "SEED": "1"}
+    seen = subprocess.run([*prefix, "env"], env=env, capture_output=True, text=True, check=True).stdout
+    assert "s3cr3t" not in seen and "launcher-node" not in seen and "SEED=1" in seen
+    assert horovodrun_arguments(argv, monkeypatch).command == list(program)
+
+
+def test_a_rank_gets_its_own_pods_saved_values_whatever_its_characters(tmp_path):
+    """What each pod's entrypoint saves (kt_save_pod_env), lib/pod-env.sh gives the rank, over the launcher's."""
+    value = "it's \"quoted\" $(not run) `nor this` \\ and\na second line"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "KUBETRAIN_POD_ENV": "TOKEN NODE UNSET",
+           "TOKEN": value, "NODE": "worker-node"}
+    saved = subprocess.run(["bash", "-c", f'set -euo pipefail; . "{LIB}/common.sh"; kt_save_pod_env; '
+                                          'printf %s "$KT_POD_ENV_FILE"'], env=env, capture_output=True, text=True)
+    assert saved.returncode == 0, saved.stderr
+    assert saved.stdout == f"{tmp_path}/.kubetrain/pod-env"
+    assert (tmp_path / ".kubetrain/pod-env").stat().st_mode & 0o77 == 0, "readable by the pod's uid only"
+    rank_env = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "KT_POD_ENV_FILE": saved.stdout,
+                "NODE": "launcher-node"}
+    script = 'printf "%s\\0" "$TOKEN" "$NODE" "${UNSET-unset}"'
+    rank = subprocess.run(["bash", str(LIB / "pod-env.sh"), "bash", "-c", script], env=rank_env,
+                          capture_output=True, text=True)
+    assert rank.returncode == 0, rank.stderr
+    assert rank.stdout.split("\0")[:-1] == [value, "worker-node", "unset"]
 
 
 def test_horovodrun_runs_with_a_timeout_on_its_sockets(monkeypatch):

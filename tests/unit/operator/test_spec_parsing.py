@@ -132,6 +132,11 @@ def check_workers(workers: int) -> SpecError | None:
         ({"podTemplate": {"spec": {"initContainers": [{"name": "worker", "image": "busybox"}]}}},
          "spec.podTemplate.spec.initContainers[0].name"),
         ({"data": {"mountPath": "//"}}, "spec.data.mountPath"),
+        # an API server with an older CRD stores these: the parser still refuses them
+        ({"podTemplate": {"metadata": {"namespace": "kube-system"}}}, "spec.podTemplate.metadata.namespace"),
+        ({"podTemplate": {"metadata": {"ownerReferences": []}}}, "spec.podTemplate.metadata.ownerReferences"),
+        ({"podTemplate": {"metadata": {"generateName": "x-"}}}, "spec.podTemplate.metadata.generateName"),
+        ({"podTemplate": {"kind": "Secret"}}, "spec.podTemplate.kind"),
     ],
 )
 def test_what_the_api_server_would_refuse_in_a_pod_is_refused_here_first(overrides: dict[str, Any], field: str) -> None:

@@ -67,3 +67,43 @@ def test_every_missing_required_field_is_named() -> None:
     del body["spec"]["image"], body["spec"]["command"]
     assert [(v.field, v.message) for v in violations(defaulted(body))] == [
         ("spec.command", "Required value"), ("spec.image", "Required value")]
+
+
+@pytest.mark.parametrize(("data", "checkpoint", "field", "message"), [
+    ({"claimName": "shared"}, {"claimName": "shared"}, "spec.checkpoint.claimName",
+     "a pod cannot mount one PersistentVolumeClaim as two volumes"),
+    ({"mountPath": "/data/"}, {"mountPath": "/data"}, "spec.checkpoint.mountPath",
+     "checkpoint.mountPath must differ from data.mountPath"),
+    ({"mountPath": "/data"}, {"mountPath": "/data/ckpt"}, "spec.checkpoint.mountPath",
+     "must not be inside data.mountPath while data.readOnly is true"),
+    ({"mountPath": "/ckpt/team-a"}, {"mountPath": "/ckpt/"}, "spec.data.mountPath",
+     "data.mountPath must not be inside checkpoint.mountPath"),
+    ({"mountPath": "/ckpt/x", "readOnly": False}, {"mountPath": "/ckpt"}, "spec.data.mountPath",
+     "data.mountPath must not be inside checkpoint.mountPath"),
+    ({"mountPath": "/home/"}, {}, "spec.data.mountPath", "data.mountPath must not be /home while data.readOnly"),
+])
+def test_volumes_the_pods_cannot_mount_together_are_refused(data, checkpoint, field, message) -> None:
+    found = refused(data=data, checkpoint=checkpoint)
+    assert any(where == field and message in said for where, said in found), found
+    assert len(found) == 1, f"one rule speaks for each mistake: {found}"
+
+
+@pytest.mark.parametrize(("data", "checkpoint"), [
+    ({"mountPath": "/data", "readOnly": False}, {"mountPath": "/data/ckpt"}),  # a writable volume holds mount points
+    ({"mountPath": "/data"}, {"mountPath": "/data2"}),  # a sibling whose name starts alike is not inside
+    ({"mountPath": "/home", "readOnly": False}, {}),
+    ({"mountPath": "/data"}, {"mountPath": "/home"}),  # the checkpoint volume is writable
+    ({"mountPath": "/home/data"}, {}),
+    ({"claimName": "data"}, {"claimName": "checkpoints"}),
+])
+def test_volumes_that_mount_together_are_accepted(data, checkpoint) -> None:
+    assert refused(data=data, checkpoint=checkpoint) == []
+
+
+def test_a_pod_template_metadata_field_other_than_labels_and_annotations_is_unknown_to_the_schema() -> None:
+    from kubetrain.schema import unknown_fields
+
+    body = training(podTemplate={"metadata": {"namespace": "kube-system", "labels": {"a": "b"}},
+                                 "spec": {"serviceAccountName": "any", "hostNetwork": True}})
+    assert unknown_fields(body) == ["spec.podTemplate.metadata.namespace: unknown field, the API server refuses it; "
+                                    "known here: annotations, labels"]
