@@ -51,6 +51,8 @@ ADMISSION_DENIED = "AdmissionDenied"
 KIND_NOT_SERVED = "KindNotServed"  # the cluster does not serve a kind the spec needs (a gang scheduler's PodGroup)
 # A pass failed in a way the operator does not know (a server fault, a network error, a bug): it waits and retries.
 SYNC_FAILED = "SyncFailed"
+# The API server refuses the operator's list of a kind in the job's namespace (RBAC, an API not served): an event only.
+WATCH_REFUSED = "WatchRefused"
 WAITING_REFUSALS = (QUOTA_EXCEEDED, OPERATOR_FORBIDDEN, ADMISSION_UNAVAILABLE, SYNC_FAILED)
 SUSPENDED_BY_USER = "SuspendedByUser"
 RESUMED = "Resumed"
