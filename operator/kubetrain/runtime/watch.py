@@ -144,8 +144,11 @@ class Watch:
 
     def _failed(self, error: Exception, delay: float) -> None:
         problem = refusal(error)
+        if problem is not None and problem == self._refused:  # told already: the informers logged it as an error
+            log.debug("watch of %s: %s; again in %.1fs", self.resource.path, problem, delay)
+            return
         log.warning("watch of %s: %s; again in %.1fs", self.resource.path, problem or error, delay)
-        if problem is not None and problem != self._refused:
+        if problem is not None:
             self._refused = problem
             self._tell(problem)
 
