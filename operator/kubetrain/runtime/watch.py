@@ -170,9 +170,7 @@ class Watch:
             params["_continue"] = meta["continue"]
             self.last_beat = time.monotonic()
         self.on_list(objects)
-        if self._refused is not None:
-            self._refused = None
-            self._tell(None)
+        self._mended()
         return str(meta.get("resourceVersion") or "")
 
     def _watch(self, version: str) -> str:
@@ -182,10 +180,18 @@ class Watch:
             if self._stop.is_set():
                 break
             self.last_beat = time.monotonic()
+            self._mended()
             version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
             if kind != "BOOKMARK":
                 self.on_event(kind, self._reduce(obj))
+        self._mended()
         return version
+
+    def _mended(self) -> None:
+        """A list or watch went through: a refusal told before is over."""
+        if self._refused is not None:
+            self._refused = None
+            self._tell(None)
 
     def _reduce(self, obj: Obj) -> Obj:
         obj.setdefault("apiVersion", self.resource.api_version)  # list items of built-in kinds come without them

@@ -318,3 +318,18 @@ def test_the_health_probe_fails_while_a_loop_is_dead_and_names_the_refused_watch
     with pytest.raises(kopf.PermanentError, match="leader election has ended"):
         asyncio.run(health(memo=kopf.Memo(controller=Loops(["leader election has ended"]))))
     assert asyncio.run(health(memo=kopf.Memo())) == {"starting": True}
+
+
+def test_a_refused_watch_is_told_and_its_end_is_told_once_a_watch_goes_through_again() -> None:
+    script = Script(lists=[listing(10, pod("a", 5))],
+                    watches=[Refusal(403, "Forbidden"), Refusal(403, "Forbidden"), [line("ADDED", pod("b", 11))]])
+    troubles: list[str | None] = []
+    watch = Watch(PODS, script, keep=lambda obj: obj, on_list=lambda objects: None, on_event=lambda kind, obj: None,
+                  first_retry_seconds=0.01, on_trouble=troubles.append)
+    thread = threading.Thread(target=watch.run, daemon=True)
+    thread.start()
+    assert script.done.wait(10)
+    watch.stop()
+    thread.join(10)
+    assert troubles == ["403 Forbidden", None]
+    assert [what for what, _ in script.asked] == ["list", "watch", "watch", "watch", "watch"], "no relist needed"
