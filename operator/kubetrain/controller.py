@@ -2,8 +2,10 @@
 
 Watches (kubetrain.runtime.informers) keep the store; a change pokes the jobs it touched, unless it is the echo of the
 operator's own write; the work queue (kubetrain.runtime.queue) runs one sync pass (kubetrain.sync) at a time per job,
-on the leader only (kubetrain.runtime.leader). No pass runs before every watch has listed once; then every job gets
-one. No finalizers: children go with their job through Kubernetes' garbage collector (ownerReferences).
+on the leader only (kubetrain.runtime.leader). No job gets a pass before every watch of its namespace has listed once;
+then every job there gets one. A watch the API server refuses holds back its own namespace only (Kueue's Workloads:
+none), and says so on the jobs it holds back. No finalizers: children go with their job through Kubernetes' garbage
+collector (ownerReferences).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import asyncio
 import functools
 import logging
 import socket
+import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -23,10 +26,12 @@ from kubetrain.cache import TRAININGS, WORKLOADS, Departed, Snapshot, Written, k
 from kubetrain.children import WATCHED_KINDS
 from kubetrain.contract import GROUP, KIND, LABEL_JOB, PLURAL, VERSION, job_of_worker
 from kubetrain.kube import Kube
-from kubetrain.kueue import WORKLOAD_API
+from kubetrain.kueue import QUEUE_LABEL, WORKLOAD_API
 from kubetrain.pod_state import is_disrupted
-from kubetrain.runtime.informers import LISTED, Informers
+from kubetrain.reasons import WATCH_REFUSED
+from kubetrain.runtime.informers import LISTED, Informers, resource_label
 from kubetrain.runtime.leader import Elector, owned_by_pod
+from kubetrain.runtime.liveness import Loop, not_alive
 from kubetrain.runtime.queue import SyncQueue
 from kubetrain.runtime.store import JobKey, Obj, Store
 from kubetrain.runtime.watch import ApiTransport, Resource
@@ -34,6 +39,9 @@ from kubetrain.settings import Settings
 from kubetrain.sync import sync_training
 
 log = logging.getLogger(__name__)
+# The longest a healthy leader election goes between rounds: each of a round's two calls has a timeout, which the
+# client may retry a few times.
+LEADER_QUIET_SECONDS = 120.0
 
 
 def watched(settings: Settings) -> list[tuple[str, Resource]]:
@@ -79,7 +87,9 @@ class Controller:
         self.written = Written()
         self.departed = Departed()
         self.store = Store({field: jobs_of(field) for field in {field for field, _ in self.watched}})
-        self.informers = Informers(self.store, self.changed)
+        self.informers = Informers(self.store, self.changed, self._ready, self._refused)
+        self._told: set[tuple[JobKey, str]] = set()  # (job, watch path): the job has an event on that refusal
+        self._events = ThreadPoolExecutor(max_workers=1, thread_name_prefix="event")
         self.elector: Elector | None = None
         if settings.lease_name:
             identity = f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
@@ -91,25 +101,41 @@ class Controller:
                                                       settings.entrypoints_image),
             settings.error_retry_seconds, settings.max_retry_seconds, active=self.active,
             slots=settings.sync_threads)
-        self._tasks: list[asyncio.Task[None]] = []
+        self._leader: asyncio.Task[None] | None = None
+        self._leader_beat = time.monotonic()
+        self._stopping = False
 
     def start(self) -> None:
-        """Start the watches, and the leader election; the first passes follow once every watch has listed."""
+        """Start the watches, and the leader election; a namespace's first passes follow once its watches listed."""
         transport = ApiTransport(DynamicClient(self.watches))
         for field, resource in self.watched:
-            self.informers.add(field, resource, transport, functools.partial(kept, field))
+            # Kueue's Workloads only add what Kueue says to a status: jobs do not wait for them.
+            self.informers.add(field, resource, transport, functools.partial(kept, field), required=field != WORKLOADS)
         self.informers.start()
-        self._tasks.append(asyncio.create_task(self._first_passes()))
         if self.elector is not None:
-            self._tasks.append(asyncio.create_task(self._lead(self.elector)))
+            self._leader = asyncio.create_task(self._lead(self.elector))
 
     async def stop(self) -> None:
         """Stop watching; a leader deletes its Lease, so that a standby takes over at once."""
-        for task in self._tasks:
-            task.cancel()
+        self._stopping = True
+        if self._leader is not None:
+            self._leader.cancel()
         self.informers.stop()
         if self.elector is not None:
             await asyncio.to_thread(self.elector.release)
+
+    def dead_loops(self) -> list[str]:
+        """The loops that ended or are stuck (the liveness probe fails on any): every watch, the leader election."""
+        loops = self.informers.loops()
+        if self._leader is not None:
+            loops.append(Loop("leader election", ended=self._leader.done() and not self._stopping,
+                              last_beat=self._leader_beat, quiet_seconds=LEADER_QUIET_SECONDS))
+        return not_alive(loops, time.monotonic())
+
+    def refused_watches(self) -> list[str]:
+        """`<resource> in <namespace>: <refusal>` for each watch the API server refuses now."""
+        return [f"{resource_label(w.resource)} in {w.resource.namespace or 'all namespaces'}: {w.refused}"
+                for w in self.informers.refusals()]
 
     def active(self) -> bool:
         """Whether this replica syncs jobs: it leads, or there is no election."""
@@ -120,8 +146,8 @@ class Controller:
 
     def changed(self, field: str, kind: str, obj: Obj | None, jobs: set[JobKey]) -> None:
         """What a change means for the jobs it touched (on the event loop, after the store took it)."""
-        if not self.informers.is_synced:
-            return  # every job gets a pass once all watches have listed
+        if field == TRAININGS and kind != "DELETED":
+            self._tell_refusals(jobs)
         if kind == LISTED or obj is None:
             self._poke(jobs)
             return
@@ -133,6 +159,8 @@ class Controller:
                 for job in jobs:
                     self.queue.forget(job)
                     self.departed.forget_job(job)
+                if self._told:
+                    self._told = {(job, path) for job, path in self._told if job not in jobs}
                 return
             if field == "pods" and is_disrupted(obj):  # its last state says why it went
                 for job in jobs:
@@ -143,22 +171,72 @@ class Controller:
             self._poke(jobs)
 
     def _poke(self, jobs: set[JobKey]) -> None:
+        """Sync these jobs, those whose namespace is ready (the others get a pass once it is)."""
         for job in jobs:
-            self.queue.spawn(job)
+            if self.informers.ready(job[0]):
+                self.queue.spawn(job)
 
-    async def _first_passes(self) -> None:
-        await self.informers.synced()
+    def _ready(self, namespace: str | None) -> None:
+        """Every watch of `namespace` (None: of all namespaces) has listed: each of its jobs gets a pass."""
         log.info("watching %d kinds in %s: every job gets a pass", len({field for field, _ in self.watched}),
-                 ", ".join(self.settings.namespaces) or "all namespaces")
-        self._poke(set(self.store.jobs(TRAININGS)))
+                 namespace or "all namespaces")
+        self._poke({job for job in self.store.jobs(TRAININGS) if namespace is None or job[0] == namespace})
+
+    def _refused(self, field: str, resource: Resource, refusal: str | None) -> None:
+        """A watch's list is refused (or no longer): the jobs it holds back get one Warning event each."""
+        if refusal is None:
+            self._told = {(job, path) for job, path in self._told if path != resource.path}
+        self._tell_refusals({job for job in self.store.jobs(TRAININGS)
+                             if resource.namespace in (None, job[0])})
+
+    def _tell_refusals(self, jobs: set[JobKey]) -> None:
+        """One Warning event on each of `jobs` for each refused watch that concerns it, once per refusal."""
+        refused = self.informers.refusals()
+        for job in jobs if refused else ():
+            observed = next(iter(self.store.of(TRAININGS, job)), None)
+            for watched in refused:
+                if observed is None or watched.resource.namespace not in (None, job[0]):
+                    continue
+                optional = watched.field == WORKLOADS
+                if optional and QUEUE_LABEL not in (observed["metadata"].get("labels") or {}):
+                    continue
+                if (job, watched.resource.path) in self._told:
+                    continue
+                self._told.add((job, watched.resource.path))
+                message = refusal_message(resource_label(watched.resource), job[0], str(watched.refused), optional)
+                self._events.submit(self._post_event, dict(observed), message)
+
+    def _post_event(self, training: Obj, message: str) -> None:
+        try:
+            self.kube.event(training, "Warning", WATCH_REFUSED, message)
+        except Exception as error:  # events are best effort; the log and the metric say it too
+            log.warning("could not post event %s: %s", WATCH_REFUSED, error)
 
     async def _lead(self, elector: Elector) -> None:
-        """Acquire or renew the Lease every few seconds; on becoming the leader, look at every job once."""
+        """Acquire or renew the Lease every few seconds; on becoming the leader, look at every job once. No error
+        ends this loop; the liveness probe fails if it ends or stops going round all the same."""
         leading = False
         while True:
-            now_leading = await asyncio.to_thread(elector.try_lead)
-            if now_leading and not leading and self.informers.is_synced:
+            self._leader_beat = time.monotonic()
+            try:
+                now_leading = await asyncio.to_thread(elector.try_lead)
+            except Exception:  # try_lead never raises; whatever does must not end the election
+                log.exception("lease %s/%s: the round failed", elector.namespace, elector.name)
+                now_leading = elector.leading()
+            if now_leading and not leading:
                 self._poke(set(self.store.jobs(TRAININGS)))
+            elif leading and not now_leading:
+                log.warning("lease %s/%s not renewed within %.0fs: no job is synced until it is",
+                            elector.namespace, elector.name, elector.timing.renew_deadline_seconds)
             leading = now_leading
             await asyncio.sleep(elector.timing.retry_seconds)
+
+
+def refusal_message(resource: str, namespace: str, refusal: str, optional: bool) -> str:
+    """The event on a job whose namespace the operator cannot list `resource` in."""
+    if optional:
+        return (f"the operator cannot list {resource} ({refusal}): this job runs, but its status cannot say what "
+                "Kueue says of it. Install Kueue, or install the chart with kueue.enabled=false")
+    return (f"the operator cannot list {resource} in namespace {namespace} ({refusal}): no job here is synced until "
+            "it can. Grant it (the chart's Role in this namespace) or remove the namespace from watch.namespaces")
 

@@ -1,8 +1,8 @@
-"""Prometheus metrics of the operator: job transitions and reconcile latency."""
+"""Prometheus metrics of the operator: job transitions, reconcile latency, and watches the API server refuses."""
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram, start_http_server
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 JOB_TRANSITIONS = Counter(
     "kubetrain_job_transitions_total",
@@ -15,6 +15,12 @@ SYNC_SECONDS = Histogram(
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
 SYNC_ERRORS = Counter("kubetrain_reconcile_errors_total", "Reconcile passes that raised and were retried")
+WATCH_REFUSED = Gauge(
+    "kubetrain_watch_refused",
+    "1 while the API server refuses the operator's list of this resource in this namespace ('' for all): 403 "
+    "Forbidden (RBAC) or 404 (the API is not served). The jobs there wait; see docs/troubleshooting.md",
+    ["resource", "namespace"],
+)
 
 
 def record_transition(old_phase: str | None, new_phase: str | None) -> None:

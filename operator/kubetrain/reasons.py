@@ -52,6 +52,8 @@ KIND_NOT_SERVED = "KindNotServed"  # the cluster does not serve a kind the spec 
 # A pass failed in a way the operator does not know (a server fault, a network error, a bug): it waits and retries.
 SYNC_FAILED = "SyncFailed"
 STATUS_UNREADABLE = "StatusUnreadable"  # a status time that is not RFC 3339: ignored, replaced by the operator's own
+# The API server refuses the operator's list of a kind in the job's namespace (RBAC, an API not served): an event only.
+WATCH_REFUSED = "WatchRefused"
 WAITING_REFUSALS = (QUOTA_EXCEEDED, OPERATOR_FORBIDDEN, ADMISSION_UNAVAILABLE, SYNC_FAILED)
 SUSPENDED_BY_USER = "SuspendedByUser"
 RESUMED = "Resumed"

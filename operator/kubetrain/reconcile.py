@@ -1,5 +1,9 @@
 """The operator process: kopf hosts it (command line, logging, the /healthz endpoint, signals, startup and cleanup);
-kubetrain.controller does the rest. kopf itself watches nothing: no kopf handlers, indices or finalizers.
+kubetrain.controller does the rest. kopf itself watches nothing: no kopf resource handlers, indices or finalizers.
+
+/healthz (kopf's --liveness endpoint, with the probe handler below) answers 500 when one of the operator's loops (a
+watch, the leader election) has ended or is stuck, so that the liveness probe restarts it; otherwise 200, naming the
+watches the API server refuses (a restart would not mend those: they are logged, counted and put in events).
 
 Run with `kopf run --standalone --all-namespaces -m kubetrain.reconcile`; KUBETRAIN_NAMESPACES (comma-separated)
 narrows what the operator watches, as kubetrain.settings says.
@@ -31,6 +35,18 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         from kubetrain.metrics import serve_metrics
 
         serve_metrics(config.metrics_port)
+
+
+@kopf.on.probe(id="kubetrain")
+async def health(memo: kopf.Memo, **_: Any) -> dict[str, Any]:
+    """Raises (kopf then answers 500) when a loop ended or is stuck; else the refused watches, if any."""
+    controller = getattr(memo, "controller", None)
+    if controller is None:
+        return {"starting": True}
+    dead = controller.dead_loops()
+    if dead:
+        raise kopf.PermanentError("; ".join(dead))
+    return {"refusedWatches": controller.refused_watches()}
 
 
 @kopf.on.cleanup()

@@ -1,47 +1,36 @@
 """`helm install` of charts/kubetrain into the real control plane, then the operator run with the chart's
 ServiceAccount token (not admin) exactly as the chart's Deployment runs it: the RBAC is enough to drive a job to
-Succeeded, and `kubectl auth can-i` shows what the operator and each job's ServiceAccount cannot do.
+Succeeded, `kubectl auth can-i` shows what the operator and each job's ServiceAccount cannot do, and a watched
+namespace the operator may not list holds back no other.
 
 kwok plays the Deployment's pod (no container really runs), so the operator itself runs here as a subprocess.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import subprocess
-import sys
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.chart import helm_binary, token_kubeconfig
-from tests.support.cluster import ControlPlane, free_port, wait_until
-from tests.support.operator_harness import (
-    REPO,
-    OperatorProcess,
-    create,
-    live_pods,
-    operator_log_dir,
-    training,
-    wait_for_pods,
-    wait_for_status,
+from kubetrain.kueue import QUEUE_LABEL
+from kubetrain.reasons import WATCH_REFUSED
+from tests.support.chart_operator import (
+    CRD_NAME,
+    ChartOperator,
+    helm,
+    install,
+    make_namespace,
+    run_job_to_success,
+    service_account_user,
+    start_operator,
 )
-
-CHART = REPO / "charts" / "kubetrain"
-CRD_NAME = "distributedtrainings.kubetrain.dev"
-
-
-def helm(plane: ControlPlane, *args: str) -> str:
-    result = subprocess.run([str(helm_binary()), f"--kubeconfig={plane.kubeconfig}", *args],
-                            capture_output=True, text=True, timeout=180)
-    assert result.returncode == 0, f"helm {' '.join(args)} failed:\n{result.stdout}{result.stderr}"
-    return result.stdout
+from tests.support.cluster import ControlPlane, wait_until
+from tests.support.operator_harness import create, events, training, wait_for_status
 
 
 def can_i(plane: ControlPlane, user: str, verb: str, resource: str, namespace: str | None = None,
@@ -56,61 +45,6 @@ def can_i(plane: ControlPlane, user: str, verb: str, resource: str, namespace: s
     return answer == "yes"
 
 
-def service_account_user(namespace: str, name: str) -> str:
-    return f"system:serviceaccount:{namespace}:{name}"
-
-
-def whoami(plane: ControlPlane, kubeconfig: Path) -> str:
-    result = subprocess.run([str(plane.kubectl_path), f"--kubeconfig={kubeconfig}", "auth", "whoami",
-                             "--output=json"], capture_output=True, text=True, timeout=60, check=True)
-    return str(json.loads(result.stdout)["status"]["userInfo"]["username"])
-
-
-class ChartOperator(OperatorProcess):
-    """The operator run with the command, arguments and environment of the installed Deployment's container, as the
-    chart's ServiceAccount, as if in the Deployment's `pod` (which kwok already 'runs'); only the ports move to free
-    ones on loopback."""
-
-    def __init__(self, plane: ControlPlane, deployment: dict[str, Any], pod: dict[str, Any], kubeconfig: Path,
-                 log_path: Path) -> None:
-        super().__init__(plane, "", log_path)
-        self.container = deployment["spec"]["template"]["spec"]["containers"][0]
-        self.pod = pod
-        self.kubeconfig = kubeconfig
-        self.health_port, self.metrics_port = free_port(), free_port()
-
-    def start(self) -> ChartOperator:
-        command, args = self.container["command"], self.container["args"]
-        assert command[0] == "kopf", command
-        args = [re.sub(r"^--liveness=http://0\.0\.0\.0:\d+/", f"--liveness=http://127.0.0.1:{self.health_port}/", a)
-                for a in args]
-        env = {item["name"]: self._value(item) for item in self.container.get("env", [])}
-        env["KUBETRAIN_METRICS_PORT"] = str(self.metrics_port)
-        clean = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
-        log = self.log_path.open("ab")
-        log.write(f"--- operator start {self.starts + 1}: {' '.join(command + args)} ---\n".encode())
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", *command, *args], stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
-            env={**clean, **env, "KUBECONFIG": str(self.kubeconfig), "PYTHONUNBUFFERED": "1"})
-        self.starts += 1
-        return self
-
-    def _value(self, item: dict[str, Any]) -> str:
-        """An env entry's value as the kubelet would resolve it (the downward API: the pod's own metadata)."""
-        if "value" in item:
-            return str(item["value"])
-        field = item["valueFrom"]["fieldRef"]["fieldPath"]
-        assert field in ("metadata.namespace", "metadata.name", "metadata.uid"), item
-        return str(self.pod["metadata"][field.removeprefix("metadata.")])
-
-    def get(self, port: int, path: str) -> tuple[int, str]:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
-                return response.status, response.read().decode()
-        except OSError as error:
-            return 0, str(error)
-
-
 @pytest.fixture
 def other_namespaces(control_plane: ControlPlane) -> Iterator[list[str]]:
     """Names of the extra namespaces a test makes with `make_namespace`; deleted afterwards."""
@@ -118,59 +52,6 @@ def other_namespaces(control_plane: ControlPlane) -> Iterator[list[str]]:
     yield made
     for name in made:
         control_plane.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found")
-
-
-def make_namespace(plane: ControlPlane, made: list[str], stem: str) -> str:
-    name = f"{stem}-{uuid.uuid4().hex[:6]}"
-    plane.kubectl("create", "namespace", name)
-    made.append(name)
-    return name
-
-
-def install(plane: ControlPlane, release: str, namespace: str, *values: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """helm install into a namespace that enforces the 'restricted' Pod Security Standard; returns the Deployment and
-    its pod once that was admitted and created."""
-    plane.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted")
-    helm(plane, "install", release, str(CHART), f"--namespace={namespace}", *values)
-    plane.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=120s")
-    fullname = release if "kubetrain" in release else f"{release}-kubetrain"
-    deployment = plane.get("deployment", fullname, namespace)
-
-    def operator_pod() -> list[dict[str, Any]]:
-        listing = plane.kubectl("get", "pods", f"--namespace={namespace}", "--output=json",
-                                f"--selector=app.kubernetes.io/instance={release}")
-        return list(json.loads(listing)["items"])
-
-    try:
-        pods = wait_until(operator_pod, message=f"the operator pod of release {release}")
-    except TimeoutError:
-        events = plane.kubectl("get", "events", f"--namespace={namespace}")
-        raise AssertionError(f"the Deployment's pod was never created (Pod Security admission?):\n{events}") from None
-    assert pods[0]["spec"]["containers"][0]["image"] == "kubetrain/operator:0.1.0"
-    assert pods[0]["spec"]["serviceAccountName"] == fullname
-    return deployment, pods[0]
-
-
-def run_job_to_success(plane: ControlPlane, operator: ChartOperator, namespace: str, name: str) -> dict[str, Any]:
-    """A 2-worker job: workers Ready, then the launcher, which kwok finishes with exit code 0."""
-    create(plane, namespace, training(name))
-    wait_for_pods(plane, namespace, name, 2)
-    launcher = wait_until(lambda: live_pods(plane, namespace, name, role="launcher"),
-                          message=f"the launcher pod of {name}")[0]
-    plane.set_pod_outcome(namespace, launcher["metadata"]["name"], "Succeeded")
-    return wait_for_status(plane, namespace, name, operator, phase="Succeeded")
-
-
-def start_operator(plane: ControlPlane, deployment: dict[str, Any], pod: dict[str, Any], namespace: str,
-                   tmp_path: Path) -> ChartOperator:
-    account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
-    kubeconfig = token_kubeconfig(plane, namespace, account, tmp_path / "operator.kubeconfig")
-    assert whoami(plane, kubeconfig) == service_account_user(namespace, account)
-    operator = ChartOperator(plane, deployment, pod, kubeconfig, operator_log_dir() / f"helm-{namespace}.log").start()
-    wait_until(lambda: operator.get(operator.health_port, "/healthz")[0] == 200 or not operator.alive(),
-               message="kopf's health endpoint (the probes' target) to answer 200")
-    assert operator.alive(), operator.log_tail()
-    return operator
 
 
 # kopf's optional observers: it lists/watches namespaces (namespaced mode) and CRDs (to notice new resources), and
@@ -245,6 +126,57 @@ def test_namespaced_install_runs_jobs_with_only_the_listed_namespaces_rights(
     ]:
         assert not can_i(control_plane, user, verb, resource, where), f"the operator can {verb} {resource} in {where}"
     assert not can_i(control_plane, user, "create", "pods", team, subresource="exec"), "the operator can exec"
+
+
+def watch_refused(metrics: str) -> dict[tuple[str, str], float]:
+    """kubetrain_watch_refused from a /metrics page: {(resource, namespace): value}."""
+    return {(sample.labels["resource"], sample.labels["namespace"]): sample.value
+            for family in text_string_to_metric_families(metrics) if family.name == "kubetrain_watch_refused"
+            for sample in family.samples}
+
+
+def test_a_watched_namespace_the_operator_may_not_list_holds_back_no_other_namespace(
+    control_plane: ControlPlane, namespace: str, other_namespaces: list[str], tmp_path: Path
+) -> None:
+    """watch.namespaces names a namespace deleted since (its Role and RoleBinding went with it), and kueue.enabled is
+    set in a cluster without Kueue. A job in the other namespace runs all the same. The operator's log, its
+    kubetrain_watch_refused metric and its /healthz body name each refused list; the job that asked for a Kueue queue
+    has an event saying what it goes without; the liveness endpoint stays 200 (a restart would not mend RBAC)."""
+    team = make_namespace(control_plane, other_namespaces, "team")
+    gone = make_namespace(control_plane, other_namespaces, "gone")
+    release = f"kt-{uuid.uuid4().hex[:6]}"
+    deployment, pod = install(control_plane, release, namespace, f"--set=watch.namespaces={{{team},{gone}}}",
+                              "--set=kueue.enabled=true")
+    try:
+        control_plane.kubectl("delete", "namespace", gone, "--timeout=120s")
+        operator = start_operator(control_plane, deployment, pod, namespace, tmp_path)
+        try:
+            body = training("queued", resources={"gpusPerWorker": 0})
+            body["metadata"]["labels"] = {QUEUE_LABEL: "team-queue"}
+            create(control_plane, team, body)
+            running = wait_for_status(control_plane, team, "queued", operator, phase="Running", timeout=120)
+            assert running["workers"]["ready"] == 2
+
+            log = operator.log_text()
+            assert f"cannot list distributedtrainings.kubetrain.dev in namespace {gone} (403 Forbidden)" in log, log
+            assert f"cannot list workloads.kueue.x-k8s.io in namespace {team} (404 Not Found)" in log, log
+            refused = watch_refused(operator.get(operator.metrics_port, "/metrics")[1])
+            assert refused[("pods", gone)] == 1 and refused[("distributedtrainings.kubetrain.dev", gone)] == 1
+            assert refused[("workloads.kueue.x-k8s.io", team)] == 1
+            assert ("pods", team) not in refused, refused
+            health, text = operator.get(operator.health_port, "/healthz")
+            assert health == 200 and f"pods in {gone}: 403 Forbidden" in text, text
+            warnings = wait_until(lambda: [e for e in events(control_plane, team, "queued")
+                                           if e["reason"] == WATCH_REFUSED] or None,
+                                  message="the WatchRefused event on the queued job")
+            assert len(warnings) == 1 and warnings[0]["type"] == "Warning", warnings
+            assert "cannot list workloads.kueue.x-k8s.io (404 Not Found): this job runs" in warnings[0]["message"]
+            assert "Install Kueue" in warnings[0]["message"]
+        finally:
+            operator.stop()
+            print(f"operator log:\n{operator.log_tail(200)}")
+    finally:
+        helm(control_plane, "uninstall", release, f"--namespace={namespace}")
 
 
 def test_cluster_wide_install_runs_jobs_in_any_namespace_and_nothing_more(

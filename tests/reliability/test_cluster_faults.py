@@ -1,19 +1,23 @@
 """Faults of the cluster under a running operator: a worker pod deleted, a worker's node deleted, the launcher
 failing, the API server restarted. A job restarts as a whole within backoffLimit and says why, then fails with the
-reason; its checkpoint volume and the resource itself are kept; the operator rides out an API server restart."""
+reason; its checkpoint volume and the resource itself are kept; the operator rides out an API server restart, also
+as the chart runs it, with its Lease."""
 
 from __future__ import annotations
 
 import json
 import traceback
+import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from fault_harness import MeteredOperator, new_namespace, restart_apiserver
 
 from kubetrain.contract import LABEL_ATTEMPT
 from tests.reliability.figures import FIGURES
+from tests.support.chart_operator import helm, install, start_operator
 from tests.support.cluster import ControlPlane, wait_until
 from tests.support.operator_harness import (
     children,
@@ -233,3 +237,44 @@ def test_operator_reconnects_after_an_api_server_restart(crd: ControlPlane, name
     finally:
         operator.stop()
         print(f"operator log ({operator.log_path}):\n{operator.log_tail(80)}")
+
+
+def test_the_chart_operator_with_its_lease_handles_new_jobs_after_the_api_server_was_down_15s(
+    crd: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    """The operator as the chart runs it (its Lease, its ServiceAccount, its liveness endpoint) through 15 s without an
+    API server: the failed Lease rounds are logged, it leads again, a job created afterwards runs, and it never needed
+    a restart."""
+    system = new_namespace(crd, "kubetrain-system")
+    release = f"kt-{uuid.uuid4().hex[:6]}"
+    lease = f"{release}-kubetrain"
+    what = "API server down 15s under the chart's operator (with its Lease)"
+    try:
+        deployment, pod = install(crd, release, system, f"--set=watch.namespaces={{{namespace}}}")
+        env = {item["name"] for item in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+        assert {"KUBETRAIN_LEASE_NAME", "KUBETRAIN_LEASE_NAMESPACE", "KUBETRAIN_POD_UID"} <= env
+        operator = start_operator(crd, deployment, pod, system, tmp_path)
+        try:
+            create(crd, namespace, training("before", resources={"gpusPerWorker": 0}))
+            wait_for_status(crd, namespace, "before", operator, phase="Running", timeout=180)
+            holder = crd.get("lease", lease, system)["spec"]["holderIdentity"]
+
+            restart_apiserver(crd, down_seconds=15)
+
+            create(crd, namespace, training("after", resources={"gpusPerWorker": 0}))
+            wait_for_status(crd, namespace, "after", operator, phase="Running", timeout=120)
+            assert status(crd, namespace, "after")["workers"]["ready"] == 2
+            assert operator.alive() and operator.starts == 1
+            assert crd.get("lease", lease, system)["spec"]["holderIdentity"] == holder
+            assert f"lease {system}/{lease}: " in operator.log_text(), "the failed Lease rounds are logged"
+            assert operator.get(operator.health_port, "/healthz")[0] == 200
+            FIGURES.fault(what, True)
+        except Exception as error:
+            FIGURES.fault(what, False, str(error)[:200])
+            raise
+        finally:
+            operator.stop()
+            print(f"operator log ({operator.log_path}):\n{operator.log_tail(80)}")
+    finally:
+        helm(crd, "uninstall", release, f"--namespace={system}")
+        crd.kubectl("delete", "namespace", system, "--wait=false", "--ignore-not-found")

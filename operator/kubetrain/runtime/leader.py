@@ -3,7 +3,11 @@ keep their watch-fed caches warm and take over once the leader stops renewing.
 
 As in client-go, expiry is judged by this replica's own clock (how long the Lease has stayed unchanged since it saw
 it), never by comparing another machine's timestamps; the leader steps down on its own before a standby can take
-over (renew deadline < lease duration)."""
+over (renew deadline < lease duration).
+
+No error ends a round's caller: a refused or reset connection, a timeout, a conflict are logged and the next round
+comes after `retry_seconds`, as in client-go (the Lease's timing, not a growing backoff, decides who leads). Every call
+has a timeout, so that a round cannot hang."""
 
 from __future__ import annotations
 
@@ -71,12 +75,19 @@ class Elector:
         self._renewed_at: float | None = None  # when this replica last wrote the Lease as its holder
 
     def try_lead(self) -> bool:
-        """Acquire or renew; True while this replica may sync (renewed within the renew deadline)."""
+        """Acquire or renew; True while this replica may sync (renewed within the renew deadline). Never raises."""
         try:
             self._round()
-        except ApiException as error:  # a conflict (another replica won the race) or the API server away
+        except ApiException as error:  # a conflict (another replica won the race) or an error status
             log.info("lease %s/%s: %s", self.namespace, self.name, error.reason)
+        except Exception as error:  # the API server away: refused, reset, timed out (urllib3's errors)
+            log.warning("lease %s/%s: %s: %s", self.namespace, self.name, type(error).__name__, error)
         return self.leading()
+
+    @property
+    def _timeout(self) -> tuple[float, float]:
+        """(connect, read) seconds of each Lease call: a round ends well within the renew deadline."""
+        return (self.timing.retry_seconds, self.timing.renew_deadline_seconds)
 
     def leading(self) -> bool:
         return self._renewed_at is not None and time.monotonic() - self._renewed_at < self.timing.renew_deadline_seconds
@@ -91,14 +102,14 @@ class Elector:
             lease = self._read()
             if lease is not None and lease["spec"].get("holderIdentity") == self.me:
                 held = client.V1Preconditions(resource_version=lease["metadata"]["resourceVersion"])
-                self.api.delete_namespaced_lease(self.name, self.namespace,
+                self.api.delete_namespaced_lease(self.name, self.namespace, _request_timeout=self._timeout,
                                                  body=client.V1DeleteOptions(preconditions=held))
-        except ApiException as error:
-            log.warning("could not release lease %s/%s: %s", self.namespace, self.name, error.reason)
+        except Exception as error:  # the standby then takes over when the Lease expires
+            log.warning("could not release lease %s/%s: %s", self.namespace, self.name, error)
 
     def _read(self) -> dict[str, Any] | None:
         try:
-            lease = self.api.read_namespaced_lease(self.name, self.namespace)
+            lease = self.api.read_namespaced_lease(self.name, self.namespace, _request_timeout=self._timeout)
         except ApiException as error:
             if error.status == 404:
                 return None
@@ -110,9 +121,11 @@ class Elector:
     def _write(self, lease: dict[str, Any], create: bool) -> None:
         """Create, or replace at the resourceVersion read: the write fails if another replica wrote first."""
         if create:
-            self.api.create_namespaced_lease(self.namespace, lease)  # type: ignore[arg-type]  # dicts are accepted
+            self.api.create_namespaced_lease(self.namespace, lease,  # type: ignore[arg-type]  # dicts are accepted
+                                             _request_timeout=self._timeout)
         else:
-            self.api.replace_namespaced_lease(self.name, self.namespace, lease)  # type: ignore[arg-type]
+            self.api.replace_namespaced_lease(self.name, self.namespace, lease,  # type: ignore[arg-type]
+                                              _request_timeout=self._timeout)
 
     def _round(self) -> None:
         lease = self._read()

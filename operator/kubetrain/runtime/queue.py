@@ -73,11 +73,11 @@ class SyncQueue(Generic[Snapshot]):
     async def _run(self, key: Key) -> float | None:
         if not self._active():
             return None
-        snapshot = self._read(key)
-        if snapshot is None:
-            self._failures.pop(key, None)
-            return None
         try:
+            snapshot = self._read(key)
+            if snapshot is None:
+                self._failures.pop(key, None)
+                return None
             with SYNC_SECONDS.time():
                 delay = await asyncio.to_thread(self._sync, snapshot)
         except Exception as error:  # the operator never dies on one job: log it and retry later, backing off

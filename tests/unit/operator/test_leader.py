@@ -1,8 +1,14 @@
-"""Who leads: the Lease decision each replica makes from what it has seen, by its own clock."""
+"""Who leads: the Lease decision each replica makes from what it has seen, by its own clock; a round the API server
+cannot answer is lost, never the election."""
 
 from __future__ import annotations
 
-from kubetrain.runtime.leader import Timing, next_spec, owned_by_pod
+import pytest
+import urllib3
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from kubetrain.runtime.leader import Elector, Timing, next_spec, owned_by_pod
 
 T = Timing(lease_seconds=8)
 NOW = "2026-11-22T12:00:00.000000Z"
@@ -35,3 +41,53 @@ def test_the_lease_is_owned_by_the_operators_pod_so_it_goes_with_the_operator() 
     assert owned_by_pod("kubetrain-7548fb88dc-bq5x5", "0b6e") == [
         {"apiVersion": "v1", "kind": "Pod", "name": "kubetrain-7548fb88dc-bq5x5", "uid": "0b6e"}]
     assert owned_by_pod("", "") == []  # `kopf run` on a laptop: no Pod to own it
+
+
+class FlakyLeases:
+    """CoordinationV1Api's Lease calls, failing as a stopped API server makes them fail until `up` is set."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+        self.up = False
+        self.lease: dict | None = None
+        self.timeouts: list[object] = []
+
+    def _answer(self, timeout: object) -> None:
+        self.timeouts.append(timeout)
+        if not self.up:
+            raise self.error
+
+    def read_namespaced_lease(self, name: str, namespace: str, _request_timeout: object = None) -> dict:
+        self._answer(_request_timeout)
+        if self.lease is None:
+            raise ApiException(status=404, reason="Not Found")
+        return self.lease
+
+    def create_namespaced_lease(self, namespace: str, body: dict, _request_timeout: object = None) -> None:
+        self._answer(_request_timeout)
+        self.lease = {**body, "metadata": {**body["metadata"], "resourceVersion": "1"}}
+
+    replace_namespaced_lease = None  # not reached: the lease is created once
+
+    class api_client:  # noqa: N801  (the attribute CoordinationV1Api has)
+        @staticmethod
+        def sanitize_for_serialization(lease: dict) -> dict:
+            return lease
+
+
+@pytest.mark.parametrize("error", [
+    urllib3.exceptions.MaxRetryError(None, "/apis/coordination.k8s.io", reason=ConnectionRefusedError(111, "refused")),
+    urllib3.exceptions.ProtocolError("Connection aborted.", ConnectionResetError(104, "reset by peer")),
+    urllib3.exceptions.ReadTimeoutError(None, "/apis/coordination.k8s.io", "read timed out"),
+], ids=["refused", "reset", "timeout"])
+def test_a_lease_call_the_api_server_cannot_answer_is_one_lost_round_never_the_end_of_the_election(
+    error: Exception, caplog: pytest.LogCaptureFixture
+) -> None:
+    elector = Elector(client.ApiClient(), "kubetrain-system", "kubetrain", "me", Timing(retry_seconds=0.5))
+    leases = FlakyLeases(error)
+    elector.api = leases  # type: ignore[assignment]
+    assert elector.try_lead() is False
+    assert "lease kubetrain-system/kubetrain" in caplog.text and type(error).__name__ in caplog.text
+    leases.up = True
+    assert elector.try_lead() is True and leases.lease is not None
+    assert set(leases.timeouts) == {(0.5, 5.0)}, "every Lease call has a (connect, read) timeout"
