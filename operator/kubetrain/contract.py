@@ -46,6 +46,12 @@ IMAGE_PATHS = (VENV, "/opt/kubetrain", "/run/sshd", "/usr", "/bin", "/sbin", "/l
 
 # Environment: every name starting with the prefix is kubetrain's (kubetrain.manifests.env sets them).
 ENV_PREFIX = "KUBETRAIN_"
+# Open MPI 4.1 with libfabric 1.17 (Debian 12's, in every kubetrain image) can deadlock in MPI_Init: a rank waits for
+# ever on a lock in the OFI components' memory monitor (opal_common_ofi_export_memory_monitor), before it prints a
+# line. kubetrain's pods talk TCP and shared memory, so no OFI provider is considered, unless the job's env sets this
+# variable itself (say, to use a fabric its nodes have). An environment variable, not `--mca btl ^ofi`: horovodrun
+# puts its own `-mca btl` on mpirun's command line, and a second one is refused.
+OPEN_MPI_ENV = {"OMPI_MCA_opal_common_ofi_provider_include": "none"}
 
 
 def worker_name(name: str, index: int) -> str:

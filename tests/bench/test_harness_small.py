@@ -1,5 +1,7 @@
 """The benchmark harness at --size small, end to end: every row of the issue is there with a finite positive number,
-and both result files are written. Speed is never asserted: a slow machine gives slow numbers, not a failure."""
+and both result files are written. The small size leaves the worker-loss benchmark out (the jobs, images and kind
+tiers prove a lost worker is regained; its result parsing has unit tests in test_elastic_recovery.py). Speed is
+never asserted: a slow machine gives slow numbers, not a failure."""
 
 from __future__ import annotations
 
@@ -34,9 +36,6 @@ EXPECTED = [
     "HDF5 pipeline vs in-memory tensors, steps per CPU second", "contiguous block vs strided",
     "peak RSS per rank, 10x data, trainlib pipeline", "peak RSS per rank, 10x data, control",
     "training FLOPs per image", "fraction of peak, (a)", "fraction of peak, (c)", "fraction of one core's peak",
-    "seconds lost per worker loss, static restart / elastic",
-    "batches redone per worker loss, static restart / elastic", "static (whole-job restart", "static: batches redone",
-    "elastic (cooldown", "elastic: batches redone",
 ]
 
 
@@ -54,11 +53,12 @@ def test_small_run_reports_every_benchmark(tmp_path: Path) -> None:
         matching = [name for name in rows if name.startswith(expected)]
         assert len(matching) == 1, f"expected one row starting {expected!r}, got {matching}; rows: {list(rows)}"
     for name, row in rows.items():
-        if "per worker loss" in name or "per 100 jobs" in name:  # differences of noisy measures: may be <= 0
+        if "per 100 jobs" in name:  # differences of noisy measures: may be <= 0
             assert not math.isnan(row["value"]), f"{name}: {row['value']}"
             continue
         assert math.isfinite(row["value"]) and row["value"] > 0, f"{name}: {row['value']}"
     assert document["meta"]["size"] == "small"
+    assert document["meta"]["not run"] == "elastic" and not any("elastic" in name for name in rows), rows
 
     markdown = (results / "latest.md").read_text()
     assert all(f"| {row['name']} |" in markdown for row in document["rows"])

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kubetrain.contract import OPEN_MPI_ENV
 from tests.support.hung import hung_report, stop_hung
 
 HOROVODRUN = os.path.join(os.path.dirname(sys.executable), "horovodrun")
@@ -25,12 +26,14 @@ RANK0_LINE = re.compile(r"^\[(\d+,)?0\]<std(out|err)>:")  # horovodrun's prefix:
 
 
 def job_environment() -> dict[str, str]:
-    """The caller's environment minus KUBETRAIN_* (no cluster here), plus what root needs to run mpirun.
+    """The caller's environment minus KUBETRAIN_* (no cluster here), plus what root needs to run mpirun and the
+    Open MPI defaults kubetrain's pods get (no OFI provider: see kubetrain.contract.OPEN_MPI_ENV).
 
     `mpi_yield_when_idle` makes idle MPI ranks yield the CPU: the tests share 2 cores, and busy-polling ranks would
     otherwise starve each other (a 3x slowdown under load).
     """
     env = {key: value for key, value in os.environ.items() if not key.startswith("KUBETRAIN_")}
+    env.update(OPEN_MPI_ENV)
     env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_mpi_yield_when_idle="1",
                PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="2")
     return env

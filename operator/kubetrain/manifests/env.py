@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubetrain.api import Job
-from kubetrain.contract import ELASTIC_HOSTS, HOSTFILE, SSH_DIR, SSH_PORT, ready_service_name
+from kubetrain.contract import ELASTIC_HOSTS, HOSTFILE, OPEN_MPI_ENV, SSH_DIR, SSH_PORT, ready_service_name
 
 # Forwarded to every rank by the launcher (`mpirun -x`) besides the KUBETRAIN_* variables and the user's env.
 FORWARDED_CLUSTER_VARIABLES = ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")
@@ -21,7 +21,7 @@ def checkpoint_dir(job: Job) -> str:
 
 
 def job_environment(job: Job, report_status: bool = True) -> dict[str, str]:
-    """KUBETRAIN_* variables every worker, launcher and rank sees."""
+    """KUBETRAIN_* variables every worker, launcher and rank sees, and Open MPI's defaults the job's env leaves."""
     spec = job.spec
     values = {
         "KUBETRAIN_JOB_NAME": job.name,
@@ -44,6 +44,9 @@ def job_environment(job: Job, report_status: bool = True) -> dict[str, str]:
         values["KUBETRAIN_READY_SERVICE"] = f"{ready_service_name(job.name)}.{job.namespace}.svc"
     if report_status:
         values["KUBETRAIN_REPORT_STATUS"] = "1"
+    if spec.mpi_implementation == "OpenMPI":
+        user_set = {entry["name"] for entry in spec.env}
+        values.update({name: value for name, value in OPEN_MPI_ENV.items() if name not in user_set})
     own = pod_own_names(job)
     if own:
         values["KUBETRAIN_POD_ENV"] = " ".join(own)

@@ -141,6 +141,19 @@ def test_env_each_pod_resolves_for_itself_is_never_forwarded_by_the_launcher() -
     assert "KUBETRAIN_POD_ENV" not in job_environment(parse_job(training(env=env[3:])))
 
 
+def test_open_mpi_jobs_consider_no_ofi_provider_unless_their_env_names_one() -> None:
+    """Open MPI 4.1's OFI components can deadlock MPI_Init (kubetrain.contract.OPEN_MPI_ENV); a job may opt back in."""
+    variable = "OMPI_MCA_opal_common_ofi_provider_include"
+    default = job_environment(parse_job(training()))
+    assert default[variable] == "none" and variable in default["KUBETRAIN_FORWARD_ENV"].split()
+    chosen = parse_job(training(env=[{"name": variable, "value": "efa"}]))
+    assert variable not in job_environment(chosen)
+    pod_env = build_worker_pod(chosen, 0)["spec"]["containers"][0]["env"]
+    assert [entry["value"] for entry in pod_env if entry["name"] == variable] == ["efa"]
+    mpich = parse_job(training(mpi={"implementation": "MPICH"}))
+    assert variable not in job_environment(mpich)
+
+
 def test_environment_contract_is_forwarded_to_every_rank() -> None:
     job = parse_job(training(env=[{"name": "TF_CPP_MIN_LOG_LEVEL", "value": "2"}]))
     env = job_environment(job)
