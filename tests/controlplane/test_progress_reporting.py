@@ -75,4 +75,4 @@ def test_rank_zero_reports_epochs_metrics_and_checkpoint(
     create(control_plane, namespace, training("other", workers=1, resources={"gpusPerWorker": 0}))
     denied = report_progress(kubeconfig, namespace, "other")
     assert denied is not None and denied.startswith("403"), denied
-    assert "only the pods of DistributedTraining other may report its progress" in denied, denied
+    assert "only the pods the operator created for DistributedTraining other may report its progress" in denied, denied

@@ -254,6 +254,8 @@ def status_of(world: World, phase: str, reason: str, message: str, conditions: C
         "restarts": world.restarts,
         "workers": workers_status(world.job, ready),
         "conditions": merge_conditions(status.get("conditions") or [], conditions, world.now),
+        # A new attempt has no pods yet: the old attempt's may no longer report.
+        "podUIDs": world.reporter_uids if attempt is None else [],
     }
     progress = status.get("progress") or {}
     if progress.get("epoch") is not None:

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from kubetrain.api import Job
-from kubetrain.contract import LABEL_INDEX, ROLE_LAUNCHER, ROLE_WORKER
+from kubetrain.contract import LABEL_INDEX, ROLE_LAUNCHER, ROLE_WORKER, worker_name
 from kubetrain.kueue import group_name
 from kubetrain.plan.model import Children, Obj, attempt_of, parse_time, role_of
 from kubetrain.pod_state import is_ready, is_terminating
@@ -38,6 +38,23 @@ class World:
     def ready_count(self) -> int:
         """Ready workers the spec still wants (an elastic job's scaled-down ones are not counted)."""
         return sum(1 for index, pod in self.live_workers.items() if index < self.job.spec.workers and is_ready(pod))
+
+    @property
+    def reporter_uids(self) -> list[str]:
+        """The uids of the pods rank 0 may run in: the attempt's workers and its launcher's pod (status.podUIDs, which
+        the chart's admission policy checks a progress report's token against).
+
+        A worker counts only under a name the operator gives (index below spec.workers): a pod someone else creates
+        with the job's labels and owner can take no such name while the operator's pod holds it. A launcher pod counts
+        only when the current launcher Job owns it."""
+        spec = self.job.spec
+        uids = [pod["metadata"].get("uid") for index, pod in self.live_workers.items()
+                if index < spec.workers and pod["metadata"]["name"] == worker_name(self.job.name, index)]
+        launcher_uid = (self.launcher or {}).get("metadata", {}).get("uid")
+        uids += [pod["metadata"].get("uid") for pod in self.children.pods
+                 if launcher_uid and role_of(pod) == ROLE_LAUNCHER and not is_terminating(pod)
+                 and any(ref.get("uid") == launcher_uid for ref in pod["metadata"].get("ownerReferences") or [])]
+        return sorted(str(uid) for uid in uids if uid)
 
 
 def observe(job: Job, status: Mapping[str, Any], children: Children, now: datetime) -> World:

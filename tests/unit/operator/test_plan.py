@@ -119,6 +119,32 @@ def test_a_launcher_pod_that_succeeded_before_its_job_did_still_means_running() 
     assert plan.status["phase"] == r.RUNNING and plan.events == []
 
 
+def with_uid(obj: dict, uid: str, owner: str | None = None) -> dict:
+    obj["metadata"]["uid"] = uid
+    if owner is not None:
+        obj["metadata"]["ownerReferences"] = [{"kind": "Job", "name": "cifar-launcher", "uid": owner}]
+    return obj
+
+
+def test_the_status_lists_the_pods_rank_0_may_report_from_and_no_pod_named_like_them() -> None:
+    job = job_of()
+    batch, pod = launcher(job)
+    with_uid(batch, "launcher-job")
+    forged = with_uid(worker(job, 99), "forged")  # same labels and owner, a name anyone may choose
+    stray = with_uid(launcher(job)[1], "stray")  # a launcher-labelled pod the launcher Job does not own
+    stray["metadata"]["name"] = "cifar-launcher-zzzzz"
+    pods = [with_uid(worker(job, 0), "w0"), with_uid(worker(job, 1), "w1"), with_uid(pod, "l0", "launcher-job"),
+            forged, stray]
+    children = Children(pods=pods, jobs=[batch], **config_children(job))
+    plan = decide(job, {"phase": r.RUNNING}, children, NOW)
+    assert plan.status["podUIDs"] == ["l0", "w0", "w1"]
+
+    oom = {"containerStatuses": [{"name": "worker", "state": {"terminated": {"reason": "OOMKilled", "exitCode": 137}}}]}
+    pods[1] = with_uid(worker(job, 1, phase="Failed", ready=False, **oom), "w1")
+    restart = decide(job, {"phase": r.RUNNING, "podUIDs": ["l0", "w0", "w1"]}, children, NOW)
+    assert restart.status["attempt"] == 1 and restart.status["podUIDs"] == []  # the old attempt reports no more
+
+
 def test_unschedulable_workers_say_why() -> None:
     job = job_of(resources={"gpusPerWorker": 8})
     message = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."

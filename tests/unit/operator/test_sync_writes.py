@@ -63,10 +63,18 @@ def test_a_new_job_gets_its_children_then_its_status() -> None:
 def test_the_next_pass_sees_what_this_one_wrote_before_the_watch_does() -> None:
     body = training()
     store, written = watch_sees(body), Written()
-    one_pass(RecordingKube(body), store, written)
+    first = RecordingKube(body)
+    one_pass(first, store, written)
     again = RecordingKube(body)
     one_pass(again, store, written)  # the watch has delivered nothing yet
-    assert again.writes == [], "a second pass re-created children or re-wrote an unchanged status"
+    # It records the uids of the pods the first created (the pods that may report progress), nothing else.
+    assert verbs(again) == ["status DistributedTraining"], "a second pass re-created children"
+    (before,), (after,) = first.statuses, again.statuses
+    assert before["podUIDs"] == [] and len(after["podUIDs"]) == 2
+    assert {**after, "podUIDs": []} == before
+    third = RecordingKube(body)
+    one_pass(third, store, written)
+    assert third.writes == [], "a third pass re-wrote an unchanged status"
 
 
 def test_ready_workers_get_the_launcher_then_the_status() -> None:
