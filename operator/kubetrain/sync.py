@@ -17,7 +17,7 @@ from kubetrain.api import Job, SpecError, parse_job
 from kubetrain.cache import TRAININGS, Snapshot, Written
 from kubetrain.children import BY_KIND
 from kubetrain.contract import ENTRYPOINTS_IMAGE
-from kubetrain.keys import generate_ssh_keypair
+from kubetrain.keys import generate_job_keys
 from kubetrain.kube import ChildConflict, ChildRefused, Kube
 from kubetrain.manifests.ssh import build_ssh_secret
 from kubetrain.metrics import record_transition
@@ -163,7 +163,7 @@ def _call(writer: Writer, action: Action, job: Job) -> Callable[[], None]:
     if isinstance(action, Create):
         return lambda: writer.create(action.obj, job.uid)
     if isinstance(action, CreateSshSecret):
-        return lambda: writer.create(build_ssh_secret(job, generate_ssh_keypair(f"kubetrain-{meta['name']}")), job.uid)
+        return lambda: writer.create(build_ssh_secret(job, generate_job_keys(meta['name'])), job.uid)
     if isinstance(action, Patch):
         return lambda: kube.patch(action.obj)
     if isinstance(action, Delete):

@@ -1,7 +1,8 @@
 """Security of what the operator makes, on the real API server: one SSH key pair per job that never shows up in
-logs, events or status; the key Secret mounted read-only 0400; pods admitted under the 'restricted' Pod Security
-Standard; and a job pod's token refused everything but writing its own job's status (the chart's progress RBAC and
-admission policy, applied here as `helm install` applies them).
+logs, events or status; the key Secret mounted read-only 0400, its private key into the launcher alone; pods admitted
+under the 'restricted' Pod Security Standard; and a job pod's token refused everything but writing its own job's
+progress (the chart's progress RBAC and admission policy, applied here as `helm install` applies them), which a pod
+the operator did not create cannot do whatever its name.
 
 tests/controlplane/test_helm_install.py proves the operator's own (chart) RBAC with `kubectl auth can-i`. Here a job
 pod's token is tried with real requests.
@@ -31,6 +32,8 @@ pytestmark = pytest.mark.controlplane
 
 JOBS = ("alpha", "beta")
 SSH_MODE = 0o400
+SSH_KEYS = {"worker": {"authorized_keys", "ssh_host_ed25519_key"}, "launcher": {"id_ed25519", "ssh_config",
+                                                                               "known_hosts"}}
 
 
 @dataclass
@@ -105,7 +108,8 @@ def test_private_keys_appear_nowhere_but_their_secret(deployed: Deployment) -> N
     assert not leaks, leaks
 
 
-def test_key_secret_is_mounted_read_only_0400_into_its_own_job_only(deployed: Deployment) -> None:
+def test_key_secret_is_mounted_read_only_0400_into_its_own_job_only_the_private_key_into_the_launcher_alone(
+        deployed: Deployment) -> None:
     for name in JOBS:
         pods = children(deployed.plane, deployed.namespace, name, "pods")
         assert {p["metadata"]["labels"][LABEL_ROLE] for p in pods} == {"worker", "launcher"}
@@ -114,6 +118,9 @@ def test_key_secret_is_mounted_read_only_0400_into_its_own_job_only(deployed: De
             assert [s["secretName"] for s in secrets.values()] == [f"{name}-ssh"], pod["metadata"]["name"]
             (volume, source), = secrets.items()
             assert source["defaultMode"] == SSH_MODE, f"{pod['metadata']['name']}: mode {oct(source['defaultMode'])}"
+            role = pod["metadata"]["labels"][LABEL_ROLE]
+            mounted = {item["key"] for item in source.get("items") or [{"key": "every key"}]}
+            assert mounted == SSH_KEYS[role], f"{pod['metadata']['name']} mounts {sorted(mounted)}"
             for container in pod["spec"]["containers"]:
                 mounts = [m for m in container["volumeMounts"] if m["name"] == volume]
                 assert mounts and all(m.get("readOnly") for m in mounts), container["name"]

@@ -15,7 +15,7 @@ from kubetrain.api import SpecError, parse_job
 from kubetrain.cache import TRAININGS, WORKLOADS, Written, take_snapshot
 from kubetrain.children import WATCHED_KINDS
 from kubetrain.controller import jobs_of
-from kubetrain.keys import generate_ssh_keypair
+from kubetrain.keys import generate_job_keys
 from kubetrain.kube import ChildRefused
 from kubetrain.kueue import PRIORITY_LABEL, QUEUE_LABEL
 from kubetrain.manifests.ssh import build_ssh_secret
@@ -79,7 +79,7 @@ def test_the_next_pass_sees_what_this_one_wrote_before_the_watch_does() -> None:
 
 def test_ready_workers_get_the_launcher_then_the_status() -> None:
     body, job = training(), job_of()
-    existing = {**config_children(job), "secrets": [build_ssh_secret(job, generate_ssh_keypair())]}
+    existing = {**config_children(job), "secrets": [build_ssh_secret(job, generate_job_keys())]}
     kube = RecordingKube(body, slow={"Job": 0.2})
     one_pass(kube, watch_sees(body, {**existing, "pods": [worker(job, 0), worker(job, 1)]}), Written())
     writes = verbs(kube)
