@@ -145,6 +145,27 @@ def test_the_status_lists_the_pods_rank_0_may_report_from_and_no_pod_named_like_
     assert restart.status["attempt"] == 1 and restart.status["podUIDs"] == []  # the old attempt reports no more
 
 
+def test_a_resume_rank_0_reports_is_said_in_a_condition_and_one_event_naming_the_writer() -> None:
+    job = job_of()  # uid uid-1
+    batch, pod = launcher(job)
+    children = Children(pods=[worker(job, 0), worker(job, 1), pod], jobs=[batch], **config_children(job))
+    resumed = {"path": "/checkpoints/ml/cifar/ckpt-000007.h5", "epoch": 7, "writtenAt": "2026-11-20T10:00:00Z",
+               "jobUID": "uid-old"}
+    status: dict[str, Any] = {"phase": r.RUNNING, "checkpoint": {"resumedFrom": resumed}}
+    plan = decide(job, status, children, NOW)
+    condition = next(c for c in plan.status["conditions"] if c["type"] == r.COND_CHECKPOINT_RESTORED)
+    assert condition["reason"] == r.RESUMED_FROM_ANOTHER_JOB and condition["message"].startswith(
+        "resumed from epoch 7 of checkpoint /checkpoints/ml/cifar/ckpt-000007.h5 written at 2026-11-20T10:00:00Z by "
+        "job uid uid-old, not this job (uid uid-1)")
+    assert [(e.type, e.message) for e in plan.events] == [("Warning", condition["message"])]
+    again = decide(job, {**status, "conditions": plan.status["conditions"]}, children, NOW)
+    assert again.events == []  # said once
+    resumed["jobUID"] = "uid-1"  # a restart of this job resumes its own checkpoint
+    own = decide(job, {**status, "conditions": plan.status["conditions"]}, children, NOW)
+    assert [(e.type, e.reason) for e in own.events] == [("Normal", r.RESUMED_FROM_CHECKPOINT)]
+    assert own.events[0].message.endswith("by job uid uid-1 (this job)")
+
+
 def test_unschedulable_workers_say_why() -> None:
     job = job_of(resources={"gpusPerWorker": 8})
     message = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
