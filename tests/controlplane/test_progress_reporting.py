@@ -4,6 +4,7 @@ checkpoint it resumed and which job wrote it, or starts fresh when its spec says
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -93,6 +94,7 @@ def train_as_rank_zero(plane: ControlPlane, namespace: str, job: str, data: Path
     kubeconfig = token_kubeconfig(plane, namespace, "default", home / f"{job}-{body['metadata']['uid']}.kubeconfig",
                                   pod=f"{job}-worker-0")
     env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "KUBECONFIG": str(kubeconfig), "TF_CPP_MIN_LOG_LEVEL": "2",
+           **{key: os.environ[key] for key in ("PYTHONPATH",) if key in os.environ},  # the code under test
            **{key: contract[key] for key in ("KUBETRAIN_REPORT_STATUS", "KUBETRAIN_NAMESPACE", "KUBETRAIN_JOB_NAME",
                                              "KUBETRAIN_JOB_UID", "KUBETRAIN_CHECKPOINT_RESUME")}}
     run = subprocess.run(

@@ -44,7 +44,7 @@ def render_template(template: str, release: str, namespace: str, *values: str) -
 def progress_access(plane: ControlPlane, namespace: str) -> Iterator[None]:
     """The chart's progress RBAC and admission policy for the jobs of `namespace`, as `helm install` applies them
     (templates/progress.yaml), removed afterwards."""
-    manifest = render_template("progress.yaml", f"kt-{namespace}"[:40], "kubetrain-system",
+    manifest = render_template("progress.yaml", f"kt-{namespace}"[:40].rstrip("-"), "kubetrain-system",
                                f"--set=watch.namespaces={{{namespace}}}")
     plane.kubectl("apply", "--filename=-", input=manifest)
     try:
