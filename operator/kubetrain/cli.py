@@ -29,7 +29,7 @@ from kubetrain.keys import JobKeys, SshKeyPair
 from kubetrain.manifests.hosts import build_hosts_configmap
 from kubetrain.manifests.launcher import build_launcher_job
 from kubetrain.manifests.pods import build_worker_pod, build_worker_pod_group
-from kubetrain.manifests.service import build_ready_service, build_service
+from kubetrain.manifests.service import build_ready_endpoints, build_ready_service, build_service
 from kubetrain.manifests.ssh import build_ssh_secret
 
 EXIT_USAGE = 2
@@ -66,7 +66,7 @@ def child_objects(job: Job, keys: JobKeys) -> list[dict[str, Any]]:
         build_ssh_secret(job, keys),
         build_hosts_configmap(job),
         build_service(job),
-        *([] if ready_service is None else [ready_service]),
+        *([] if ready_service is None else [ready_service, build_ready_endpoints(job, [])]),
         *([] if pod_group is None else [pod_group]),
         *(build_worker_pod(job, index) for index in range(job.spec.workers)),
         build_launcher_job(job),

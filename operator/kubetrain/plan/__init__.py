@@ -104,7 +104,7 @@ def _gang_overdue(world: World) -> Failure:
 def _run(world: World, gang_left: float | None = None) -> Plan:
     """Create what is missing and say how the job runs; `gang_left`: seconds until the gang's timeout (see
     `_gang_wait`), when to look again."""
-    plan = Plan(actions=desired.config_actions(world.job, world.children))
+    plan = Plan(actions=[*desired.config_actions(world.job, world.children), *desired.ready_endpoints_actions(world)])
     attempt, waiting = desired.attempt_actions(world)
     plan.actions.extend(attempt)
     phase.running(world, plan)

@@ -11,7 +11,7 @@ from kubetrain.contract import ROLE_LAUNCHER, ROLE_WORKER, launcher_name, ssh_se
 from kubetrain.manifests.hosts import build_hosts_configmap
 from kubetrain.manifests.launcher import build_launcher_job
 from kubetrain.manifests.pods import build_worker_pod, build_worker_pod_group
-from kubetrain.manifests.service import build_ready_service, build_service
+from kubetrain.manifests.service import build_ready_endpoints, build_ready_service, build_service
 from kubetrain.plan.elastic import departing
 from kubetrain.plan.model import (
     Action,
@@ -42,6 +42,26 @@ def config_actions(job: Job, children: Children) -> list[Action]:
     if children.named(children.secrets, ssh_secret_name(job.name)) is None:
         actions.append(CreateSshSecret())
     return actions
+
+
+def ready_endpoints_actions(world: World) -> list[Action]:
+    """An elastic job's `<name>-ready` EndpointSlice: the Ready workers the operator created, no other pod, so the
+    launcher's discovery finds only those (a pod with the job's labels is not one)."""
+    job = world.job
+    if job.spec.elastic is None:
+        return []
+    leaving = departing(world)
+    ready = [(str(pod["metadata"]["name"]), str(pod["metadata"].get("uid", "")), str(pod["status"]["podIP"]))
+             for index, pod in world.own_workers.items()
+             if index not in leaving and is_ready(pod) and (pod.get("status") or {}).get("podIP")]
+    slice_ = build_ready_endpoints(job, ready)
+    existing = world.children.named(world.children.endpointslices, slice_["metadata"]["name"])
+    if existing is None:
+        return [Create(slice_)]
+    # The API server stores an empty list of endpoints as none.
+    if drifted(existing.get("endpoints") or [], slice_["endpoints"]) or drifted(existing.get("ports"), slice_["ports"]):
+        return [Patch(slice_)]
+    return []
 
 
 def _converge(desired: list[tuple[list[Obj], dict[str, Any], str]], children: Children) -> list[Action]:

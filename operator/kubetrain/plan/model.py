@@ -62,6 +62,7 @@ class Children:
     services: list[Obj] = field(default_factory=list)
     configmaps: list[Obj] = field(default_factory=list)
     secrets: list[Obj] = field(default_factory=list)
+    endpointslices: list[Obj] = field(default_factory=list)
     departed: list[Obj] = field(default_factory=list)  # pods deleted with a disruption mark (kubetrain.cache.Departed)
     workloads: list[Obj] = field(default_factory=list)  # Kueue's Workloads of the job's pod groups (not owned)
 

@@ -17,7 +17,7 @@ from kubetrain.manifests.env import job_environment
 from kubetrain.manifests.hosts import build_hosts_configmap, hostfile
 from kubetrain.manifests.launcher import build_launcher_job
 from kubetrain.manifests.pods import build_worker_pod
-from kubetrain.manifests.service import build_ready_service, build_service
+from kubetrain.manifests.service import build_ready_endpoints, build_ready_service, build_service
 from kubetrain.manifests.ssh import build_ssh_secret
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -54,7 +54,11 @@ def test_an_elastic_job_lists_every_host_it_may_grow_to_and_gets_a_ready_only_se
     ready = build_ready_service(job)
     assert ready is not None and ready["metadata"]["name"] == "cifar-ready"
     assert "publishNotReadyAddresses" not in ready["spec"]  # Ready workers only
-    assert ready["spec"]["selector"] == build_service(job)["spec"]["selector"]
+    assert ready["spec"]["selector"] is None, "no selector: the operator lists the Ready workers it created itself"
+    endpoints = build_ready_endpoints(job, [("cifar-worker-1", "u1", "10.0.0.2"), ("cifar-worker-0", "u0", "10.0.0.1")])
+    assert endpoints["metadata"]["labels"]["kubernetes.io/service-name"] == "cifar-ready"
+    assert [(e["hostname"], e["addresses"], e["targetRef"]["uid"]) for e in endpoints["endpoints"]] == [
+        ("cifar-worker-0", ["10.0.0.1"], "u0"), ("cifar-worker-1", ["10.0.0.2"], "u1")]
     assert build_service(job)["spec"]["publishNotReadyAddresses"] is True  # the pods' own names from their start
     env = job_environment(job)
     assert env["KUBETRAIN_READY_SERVICE"] == "cifar-ready.ml.svc"
