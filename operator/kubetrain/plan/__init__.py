@@ -21,6 +21,7 @@ from kubetrain.plan.model import (
     SAFETY_REQUEUE_SECONDS,
     WAIT_REQUEUE_SECONDS,
     Action,
+    AddSshHostKey,
     Children,
     Create,
     CreateSshSecret,
@@ -35,8 +36,8 @@ from kubetrain.plan.phase import status_changed
 from kubetrain.plan.world import World, observe
 from kubetrain.pod_state import Failure, is_terminating, job_finished
 
-__all__ = ["Action", "Children", "Create", "CreateSshSecret", "Delete", "DeleteTraining", "Event", "Patch", "Plan",
-           "decide", "status_changed"]
+__all__ = ["Action", "AddSshHostKey", "Children", "Create", "CreateSshSecret", "Delete", "DeleteTraining", "Event",
+           "Patch", "Plan", "decide", "status_changed"]
 
 
 def decide(job: Job, status: Mapping[str, Any], children: Children, now: datetime) -> Plan:

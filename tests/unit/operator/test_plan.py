@@ -11,7 +11,17 @@ from kubetrain import reasons as r
 from kubetrain.api import parse_job
 from kubetrain.manifests.launcher import build_launcher_job
 from kubetrain.manifests.pods import build_worker_pod
-from kubetrain.plan import Children, Create, CreateSshSecret, Delete, DeleteTraining, Plan, decide, status_changed
+from kubetrain.plan import (
+    AddSshHostKey,
+    Children,
+    Create,
+    CreateSshSecret,
+    Delete,
+    DeleteTraining,
+    Plan,
+    decide,
+    status_changed,
+)
 
 NOW = datetime(2026, 11, 21, 12, 0, 0)
 
@@ -48,7 +58,7 @@ def config_children(job: Any) -> dict[str, list[dict]]:
     return {
         "services": [build_service(job)],
         "configmaps": [build_hosts_configmap(job)],
-        "secrets": [{"metadata": {"name": "cifar-ssh"}}],
+        "secrets": [{"metadata": {"name": "cifar-ssh", "labels": {"kubetrain.dev/ssh-host-key": "pinned"}}}],
     }
 
 
@@ -164,6 +174,13 @@ def test_a_resume_rank_0_reports_is_said_in_a_condition_and_one_event_naming_the
     own = decide(job, {**status, "conditions": plan.status["conditions"]}, children, NOW)
     assert [(e.type, e.reason) for e in own.events] == [("Normal", r.RESUMED_FROM_CHECKPOINT)]
     assert own.events[0].message.endswith("by job uid uid-1 (this job)")
+
+
+def test_a_secret_without_a_host_key_gets_one_and_nothing_else_changes() -> None:
+    job = job_of()
+    children = Children(pods=[worker(job, 0, ready=False), worker(job, 1, ready=False)], **config_children(job))
+    children.secrets = [{"metadata": {"name": "cifar-ssh"}}]  # an older operator's: no host key
+    assert decide(job, {"phase": r.PENDING}, children, NOW).actions == [AddSshHostKey()]
 
 
 def test_unschedulable_workers_say_why() -> None:
