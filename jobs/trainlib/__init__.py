@@ -9,7 +9,8 @@ Modules, one job each:
 - `distributed`    Horovod setup in the canonical order: init, pin GPU, lr x size, DistributedOptimizer, callbacks;
                    `start_rank` (init + logging + seed per rank) and the collectives the programs use
 - `checkpoints`    rank-0 atomic checkpoints on disk (`CheckpointManager`), keep the last K, find the latest good one
-- `resume`         restore the latest checkpoint on rank 0 and broadcast epoch and state to every rank
+- `resume`         restore the checkpoint to resume from on rank 0 and broadcast epoch and state to every rank
+- `resume_policy`  which checkpoint to resume from (spec.checkpoint.resume), from who wrote it: a pure decision
 - `metrics`        `finite_metrics`: epoch metrics as plain finite floats, the form every record and report takes
 - `status_payload` pure builder of the status patch (`status.progress`, `status.checkpoint`)
 - `kube_status`    the one module that talks to the Kubernetes API: merge-patch the status subresource

@@ -5,7 +5,8 @@ A checkpoint for epoch E (E epochs completed) is two files in the checkpoint dir
 - `ckpt-00000E.h5`: the state, as HDF5 datasets `state/<group>/<index>` (each with its variable name in attribute
   `name`), e.g. group `model` (all model weights, including batch-norm statistics) and group `optimizer` (the
   optimizer's iteration counter and slot variables), plus attributes `epoch` and `metrics`.
-- `ckpt-00000E.json`: the commit record: epoch, metrics, the state file's size and sha256, who wrote it and when.
+- `ckpt-00000E.json`: the commit record: epoch, metrics, the state file's size and sha256, who wrote it (host, pid,
+  and the DistributedTraining's uid, KUBETRAIN_JOB_UID) and when.
 
 Each file is written to a temporary name in the same directory, flushed and fsynced, renamed into place, and the
 directory is fsynced. The commit record is written last, so a process killed at any point (even kill -9) leaves either
@@ -23,6 +24,7 @@ import socket
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import h5py
 import numpy as np
@@ -30,6 +32,8 @@ import numpy as np
 from trainlib.metrics import finite_metrics
 
 FORMAT = "kubetrain-checkpoint/1"
+JOB_UID_ENV = "KUBETRAIN_JOB_UID"
+SET_ASIDE_PREFIX = "superseded-"
 _STATE = re.compile(r"^ckpt-(\d+)\.h5$")
 _RECORD = re.compile(r"^ckpt-(\d+)\.json$")
 _TEMPORARY = re.compile(r"^\.ckpt-\d+\.(h5|json)\.\d+\.tmp$")
@@ -46,6 +50,8 @@ class Checkpoint:
     path: str
     epoch: int
     metrics: dict[str, float] = field(default_factory=dict)
+    saved_at: str = ""  # UTC, RFC 3339
+    job_uid: str = ""  # the uid of the DistributedTraining that wrote it ("" outside one)
 
 
 def _fsync_directory(directory: str) -> None:
@@ -81,11 +87,13 @@ def state_digest(arrays: Iterable[np.ndarray]) -> str:
 class CheckpointManager:
     """Saves and finds checkpoints in one directory. Only rank 0 should call `save`."""
 
-    def __init__(self, directory: str, keep: int = 3) -> None:
+    def __init__(self, directory: str, keep: int = 3, job_uid: str | None = None) -> None:
+        """`job_uid`: recorded with every checkpoint; by default KUBETRAIN_JOB_UID (set by the operator)."""
         if keep < 1:
             raise ValueError(f"keep must be at least 1, got {keep}")
         self.directory = directory
         self.keep = keep
+        self.job_uid = os.environ.get(JOB_UID_ENV, "") if job_uid is None else job_uid
 
     def state_path(self, epoch: int) -> str:
         return os.path.join(self.directory, f"ckpt-{epoch:06d}.h5")
@@ -130,10 +138,12 @@ class CheckpointManager:
             "rank": rank,
             "host": socket.gethostname(),
             "pid": os.getpid(),
+            "jobUID": self.job_uid,
         }
         self._write_json_atomically(self.record_path(epoch), record)
         self.prune()
-        return Checkpoint(path=state_path, epoch=epoch, metrics=clean_metrics)
+        return Checkpoint(path=state_path, epoch=epoch, metrics=clean_metrics, saved_at=str(record["savedAt"]),
+                          job_uid=self.job_uid)
 
     def _write_json_atomically(self, path: str, payload: Mapping[str, object]) -> None:
         temporary = self._temporary(path)
@@ -165,13 +175,17 @@ class CheckpointManager:
         return sorted({int(match.group(1)) for name in os.listdir(self.directory)
                        if (match := _RECORD.match(name))}, reverse=True)
 
+    def _checkpoint(self, epoch: int, record: Mapping[str, Any]) -> Checkpoint:
+        return Checkpoint(self.state_path(epoch), epoch, dict(record.get("metrics", {})),
+                          str(record.get("savedAt", "")), str(record.get("jobUID", "")))
+
     def checkpoints(self) -> list[Checkpoint]:
         """Every complete checkpoint, newest first."""
         found = []
         for epoch in self._epochs_on_disk():
             record = self._read_record(epoch)
             if record is not None:
-                found.append(Checkpoint(self.state_path(epoch), epoch, dict(record.get("metrics", {}))))
+                found.append(self._checkpoint(epoch, record))
         return found
 
     def latest(self) -> Checkpoint | None:
@@ -179,8 +193,23 @@ class CheckpointManager:
         for epoch in self._epochs_on_disk():
             record = self._read_record(epoch)
             if record is not None:
-                return Checkpoint(self.state_path(epoch), epoch, dict(record.get("metrics", {})))
+                return self._checkpoint(epoch, record)
         return None
+
+    def set_aside(self) -> str | None:
+        """Move every checkpoint file into a new `superseded-<UTC time>` folder beside them, so a fresh run's own
+        checkpoints are the latest and the old ones are kept; returns that folder (None: nothing to move)."""
+        if not os.path.isdir(self.directory):
+            return None
+        names = [name for name in os.listdir(self.directory) if _STATE.match(name) or _RECORD.match(name)]
+        if not names:
+            return None
+        target = os.path.join(self.directory, SET_ASIDE_PREFIX + time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
+        os.makedirs(target, exist_ok=True)
+        for name in names:
+            os.replace(os.path.join(self.directory, name), os.path.join(target, name))
+        _fsync_directory(self.directory)
+        return target
 
     def load(self, checkpoint: Checkpoint) -> tuple[State, dict[str, list[str]]]:
         """The state arrays of `checkpoint` per group, and the variable names recorded with them."""

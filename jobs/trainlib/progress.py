@@ -11,7 +11,8 @@ import os
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 
-from trainlib.status_payload import build_status_patch
+from trainlib.resume_policy import Written
+from trainlib.status_payload import build_resume_patch, build_status_patch
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,17 @@ class ProgressReporter:
         body = build_status_patch(epoch=epoch, epochs=epochs, step=step, metrics=metrics,
                                   updated_at=now or datetime.now(timezone.utc), checkpoint_path=checkpoint_path,
                                   checkpoint_epoch=checkpoint_epoch, headline=self.headline)
+        return self._send(body)
+
+    def report_resume(self, resumed: Written | None) -> bool:
+        """Say which checkpoint this attempt resumed from (status.checkpoint.resumedFrom), or that it started fresh."""
+        if not self.enabled:
+            return False
+        return self._send(build_resume_patch(resumed))
+
+    def _send(self, body: dict) -> bool:
+        if self._patch is None:
+            return False
         try:
             self._patch(str(self.namespace), str(self.name), body)
         except Exception as error:  # any API or network failure must not stop training

@@ -1,4 +1,5 @@
-"""Resume: rank 0 finds the latest complete checkpoint, every rank learns its epoch and gets rank 0's state.
+"""Resume: rank 0 finds the checkpoint to resume from (spec.checkpoint.resume: trainlib.resume_policy), every rank
+learns its epoch and gets rank 0's state; the job's status says what was resumed and which job wrote it.
 
 Works on any set of variables grouped by name (`{"model": [...], "optimizer": [...]}`), so custom training loops use it
 as well as Keras (`keras_state`). With Horovod every rank must call `restore_and_broadcast` (it runs collectives); with
@@ -9,16 +10,20 @@ optimizer makes its slots only in its first step; `create_optimizer_slots` makes
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping, Sequence
 
 import tensorflow as tf
 
-from trainlib import distributed
+from trainlib import distributed, resume_policy
 from trainlib.checkpoints import CheckpointManager, state_digest
 from trainlib.distributed import WorkerContext
 from trainlib.errors import CheckpointError
+from trainlib.progress import ProgressReporter
+from trainlib.resume_policy import Written
 
 log = logging.getLogger(__name__)
+RESUME_ENV = "KUBETRAIN_CHECKPOINT_RESUME"  # spec.checkpoint.resume
 
 Variables = Mapping[str, Sequence[tf.Variable]]
 
@@ -120,16 +125,24 @@ def restore_latest(manager: CheckpointManager, variables: Variables, context: Wo
     return epoch
 
 
-def _restore_here(manager: CheckpointManager, variables: Variables, report: bool) -> int:
-    """Assign the latest checkpoint in `manager` to `variables` in this process; returns its epoch (0: none).
-    `report`: log what was restored, or that there was nothing."""
-    checkpoint = manager.latest()
-    if checkpoint is None:
-        if report:
-            log.info("no checkpoint in %s: starting at epoch 1", manager.directory)
-        return 0
-    state, _ = manager.load(checkpoint)
-    assign_state(variables, state, checkpoint.path)
+def _restore_here(manager: CheckpointManager, variables: Variables, report: bool,
+                  environ: Mapping[str, str] | None = None) -> int:
+    """Assign the checkpoint spec.checkpoint.resume (KUBETRAIN_CHECKPOINT_RESUME) picks in `manager` to `variables`
+    in this process; returns its epoch (0: a fresh start). `report` (the chief): log what was restored or why not, set
+    aside the checkpoints a fresh start does not use, and tell the job's status."""
+    env = os.environ if environ is None else environ
+    latest = manager.latest()
+    written = None if latest is None else Written(latest.path, latest.epoch, latest.saved_at, latest.job_uid)
+    decision = resume_policy.decide(written, env.get(RESUME_ENV) or resume_policy.ALWAYS, manager.job_uid)
     if report:
-        log.info("restored %s (epoch %d, metrics %s)", checkpoint.path, checkpoint.epoch, checkpoint.metrics)
-    return checkpoint.epoch
+        log.info("%s (%s)", decision.message, manager.directory)
+        if decision.set_aside:
+            log.info("moved the checkpoints found to %s", manager.set_aside())
+        ProgressReporter.from_environment(env).report_resume(decision.resume)
+    if decision.resume is None or latest is None:
+        return 0
+    state, _ = manager.load(latest)
+    assign_state(variables, state, latest.path)
+    if report:
+        log.info("restored %s (epoch %d, metrics %s)", latest.path, latest.epoch, latest.metrics)
+    return latest.epoch

@@ -1,8 +1,9 @@
 """Pure builder of the status patch rank 0 sends to its DistributedTraining (no I/O, no Kubernetes client).
 
-The operator owns every other status field; a training program only ever sets these two (merge patch):
-`status.progress = {epoch, epochs, step, metrics: {name: float}, headline, updatedAt}` and
-`status.checkpoint = {path, epoch}`. `headline` names the metric the program is judged by (`kubectl get dtr` shows it).
+The operator owns every other status field (the chart's admission policy refuses a pod any other): a training
+program only ever sets these two (merge patch): `status.progress = {epoch, epochs, step, metrics: {name: float},
+headline, updatedAt}` and `status.checkpoint = {path, epoch, resumedFrom: {path, epoch, writtenAt, jobUID}}`.
+`headline` names the metric the program is judged by (`kubectl get dtr` shows it).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 
 from trainlib.metrics import finite_metrics
+from trainlib.resume_policy import Written
 
 
 def rfc3339(moment: datetime) -> str:
@@ -35,3 +37,10 @@ def build_status_patch(*, epoch: int, epochs: int, step: int, metrics: Mapping[s
     if checkpoint_path is not None and checkpoint_epoch is not None:
         status["checkpoint"] = {"path": checkpoint_path, "epoch": int(checkpoint_epoch)}
     return {"status": status}
+
+
+def build_resume_patch(resumed: Written | None) -> dict:
+    """The merge-patch body saying which checkpoint the attempt resumed from; None (a fresh start) removes it."""
+    block = None if resumed is None else {"path": resumed.path, "epoch": int(resumed.epoch),
+                                          "writtenAt": resumed.written_at, "jobUID": resumed.job_uid}
+    return {"status": {"checkpoint": {"resumedFrom": block}}}

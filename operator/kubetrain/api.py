@@ -104,6 +104,7 @@ class JobSpec:
     launcher_runs_ranks: bool  # spec.launcher.runAsWorker
     run_as_user: int
     elastic: Elastic | None
+    checkpoint_resume: str = "Always"  # spec.checkpoint.resume: Always, SameJob or Never
 
     @property
     def num_processes(self) -> int:
@@ -225,6 +226,7 @@ def _parse_spec(spec: Mapping[str, Any]) -> JobSpec:
         launcher_runs_ranks=spec["launcher"]["runAsWorker"],
         run_as_user=spec["runAsUser"],
         elastic=Elastic(elastic["minWorkers"], elastic["maxWorkers"]) if elastic else None,
+        checkpoint_resume=spec["checkpoint"]["resume"],
     )
 
 

@@ -37,8 +37,9 @@ class ChildKind:
 
 POD = ChildKind("pods", "v1", "Pod", "pods", keep={
     "spec": {"nodeName": True, "schedulingGates": True},
-    "status": {"phase": True, "reason": True, "message": True, "startTime": True, "conditions": CONDITIONS,
-               "containerStatuses": CONTAINER_STATES, "initContainerStatuses": CONTAINER_STATES},
+    "status": {"phase": True, "reason": True, "message": True, "startTime": True, "podIP": True,
+               "conditions": CONDITIONS, "containerStatuses": CONTAINER_STATES,
+               "initContainerStatuses": CONTAINER_STATES},
 })
 COSCHEDULING_POD_GROUP = ChildKind("coschedulingpodgroups", "scheduling.x-k8s.io/v1alpha1", "PodGroup", "podgroups",
                                    watched=False)
@@ -52,6 +53,9 @@ CHILD_KINDS: tuple[ChildKind, ...] = (
     ChildKind("configmaps", "v1", "ConfigMap", "configmaps", keep={"data": True}),
     # The key pair stays in the API server: the planner only needs to know the Secret exists.
     ChildKind("secrets", "v1", "Secret", "secrets"),
+    # An elastic job's Ready workers, which the operator lists itself (kubetrain.manifests.service).
+    ChildKind("endpointslices", "discovery.k8s.io/v1", "EndpointSlice", "endpointslices",
+              keep={"endpoints": True, "ports": True}),
     COSCHEDULING_POD_GROUP,
     VOLCANO_POD_GROUP,
 )

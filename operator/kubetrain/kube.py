@@ -103,11 +103,13 @@ class Kube:
                 raise
             raise ChildRefused(refusal) from None
 
-    def patch(self, obj: Mapping[str, Any]) -> None:
+    def patch(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Merge `obj` into the object of its name; returns the object as stored."""
         resource = self._resource(obj["apiVersion"], obj["kind"])
         meta = obj["metadata"]
-        resource.patch(body=dict(obj), name=meta["name"], namespace=meta["namespace"],
-                       content_type="application/merge-patch+json", serialize=False)
+        patched = resource.patch(body=dict(obj), name=meta["name"], namespace=meta["namespace"],
+                                 content_type="application/merge-patch+json", serialize=False)
+        return cast(dict[str, Any], orjson.loads(patched.data))
 
     def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         """Delete, tolerating 404; dependents (a Job's pods) are removed in the background."""

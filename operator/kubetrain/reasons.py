@@ -21,6 +21,7 @@ COND_SUSPENDED = "Suspended"
 COND_SUCCEEDED = "Succeeded"
 COND_FAILED = "Failed"
 COND_SCHEDULED = "WorkersScheduled"
+COND_CHECKPOINT_RESTORED = "CheckpointRestored"  # rank 0 resumed from a checkpoint (status.checkpoint.resumedFrom)
 
 # Reasons
 CHILDREN_CREATED = "ChildrenCreated"
@@ -58,6 +59,8 @@ WAITING_REFUSALS = (QUOTA_EXCEEDED, OPERATOR_FORBIDDEN, ADMISSION_UNAVAILABLE, S
 SUSPENDED_BY_USER = "SuspendedByUser"
 RESUMED = "Resumed"
 TTL_EXPIRED = "TTLExpired"
+RESUMED_FROM_CHECKPOINT = "ResumedFromCheckpoint"  # a checkpoint this job wrote
+RESUMED_FROM_ANOTHER_JOB = "ResumedFromAnotherJob"  # one a deleted job of the same name wrote (spec.checkpoint.resume)
 # Elastic jobs (spec.elastic): a worker leaves and is replaced, or joins, while the launcher goes on.
 COND_MIN_WORKERS_READY = "MinWorkersReady"
 WORKER_LEFT = "WorkerLeft"

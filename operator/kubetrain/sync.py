@@ -17,12 +17,13 @@ from kubetrain.api import Job, SpecError, parse_job
 from kubetrain.cache import TRAININGS, Snapshot, Written
 from kubetrain.children import BY_KIND
 from kubetrain.contract import ENTRYPOINTS_IMAGE
-from kubetrain.keys import generate_ssh_keypair
+from kubetrain.keys import generate_job_keys, generate_ssh_keypair
 from kubetrain.kube import ChildConflict, ChildRefused, Kube
-from kubetrain.manifests.ssh import build_ssh_secret
+from kubetrain.manifests.ssh import build_ssh_secret, host_key_patch
 from kubetrain.metrics import record_transition
 from kubetrain.plan import (
     Action,
+    AddSshHostKey,
     Children,
     Create,
     CreateSshSecret,
@@ -111,6 +112,12 @@ class Writer:
         if kind is not None and kind.watched:  # a gang's PodGroup is not: it is created with each attempt's workers
             self.written.remember(kind.field, created)
 
+    def patch(self, obj: dict[str, Any]) -> None:
+        patched = self.kube.patch(obj)
+        kind = BY_KIND.get((obj["apiVersion"], obj["kind"]))
+        if kind is not None and kind.watched:  # the next pass must not patch again (a host key is new each time)
+            self.written.remember(kind.field, patched)
+
     def status(self, old: dict[str, Any], new: dict[str, Any]) -> None:
         if new and status_changed(old, new):
             meta = self.body["metadata"]
@@ -163,9 +170,11 @@ def _call(writer: Writer, action: Action, job: Job) -> Callable[[], None]:
     if isinstance(action, Create):
         return lambda: writer.create(action.obj, job.uid)
     if isinstance(action, CreateSshSecret):
-        return lambda: writer.create(build_ssh_secret(job, generate_ssh_keypair(f"kubetrain-{meta['name']}")), job.uid)
+        return lambda: writer.create(build_ssh_secret(job, generate_job_keys(meta['name'])), job.uid)
     if isinstance(action, Patch):
-        return lambda: kube.patch(action.obj)
+        return lambda: writer.patch(action.obj)
+    if isinstance(action, AddSshHostKey):
+        return lambda: writer.patch(host_key_patch(job, generate_ssh_keypair(f"kubetrain-{meta['name']}-host")))
     if isinstance(action, Delete):
         return lambda: kube.delete(action.api_version, action.kind, meta["namespace"], action.name)
     return lambda: kube.delete_training(meta["namespace"], meta["name"])

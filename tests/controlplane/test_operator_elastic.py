@@ -3,8 +3,11 @@ CRD's refusals, and a lost worker replaced while the launcher goes on."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from kubetrain.contract import LABEL_ATTEMPT, LABEL_INDEX, LABEL_JOB, LABEL_ROLE
 from tests.support.cluster import ControlPlane, KubectlError, wait_until
 from tests.support.operator_harness import (
     OperatorProcess,
@@ -13,6 +16,7 @@ from tests.support.operator_harness import (
     events,
     get_training,
     live_pods,
+    pause,
     status,
     training,
     wait_for_pods,
@@ -96,3 +100,38 @@ def test_a_lost_worker_is_replaced_and_nothing_else_restarts(crd: ControlPlane, 
     assert children(crd, namespace, "elastic", "jobs")[0]["metadata"]["uid"] == launcher_uid
     wait_until(lambda: "scaled down to 1 workers" in (status(crd, namespace, "elastic")["workers"].get("lastLeft")
                                                        or ""), message="the scale-down recorded")
+
+
+def ready_endpoints(plane: ControlPlane, namespace: str, service: str) -> list[tuple[str, str]]:
+    """(pod name, IP) of every endpoint the Service's EndpointSlices list, whoever wrote them."""
+    slices = json.loads(plane.kubectl("get", "endpointslices", "--namespace", namespace, "--output=json",
+                                      f"--selector=kubernetes.io/service-name={service}"))["items"]
+    return sorted((e.get("targetRef", {}).get("name", ""), e["addresses"][0])
+                  for s in slices for e in s.get("endpoints") or [] if e.get("conditions", {}).get("ready", True))
+
+
+def test_discovery_lists_only_the_ready_workers_the_operator_created(crd: ControlPlane, namespace: str,
+                                                                      operator: OperatorProcess) -> None:
+    """A pod someone else makes with the job's labels and a worker's hostname, and Ready, is not among the hosts the
+    launcher discovers (the <name>-ready Service's endpoints, which its DNS name answers with). (One that also names
+    the job as its owner is deleted by the operator as a worker it did not make.)"""
+    create(crd, namespace, training("found", workers=2, elastic=ELASTIC))
+    wait_for_status(crd, namespace, "found", operator, phase="Running")
+    job = get_training(crd, namespace, "found")
+    workers = {p["metadata"]["name"]: p["status"]["podIP"] for p in wait_for_pods(crd, namespace, "found", 2)}
+    impostor = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "impostor", "labels": {LABEL_JOB: "found", LABEL_ROLE: "worker", LABEL_INDEX: "2",
+                                                    LABEL_ATTEMPT: str(job["status"].get("attempt", 0))}},
+        "spec": {"hostname": "found-worker-2", "subdomain": "found",
+                 "containers": [{"name": "worker", "image": "busybox", "ports": [{"containerPort": 2222}]}]},
+    }
+    crd.kubectl("create", "--namespace", namespace, "--filename=-", input=json.dumps(impostor))
+    wait_until(lambda: (crd.get("pod", "impostor", namespace).get("status") or {}).get("podIP"),
+               message="the impostor running with an address")
+    expected = sorted(workers.items())
+    wait_until(lambda: ready_endpoints(crd, namespace, "found-ready") == expected,
+               message="the ready Service to list both workers")
+    pause(5)  # an endpoints controller following labels would have added the impostor by now
+    assert ready_endpoints(crd, namespace, "found-ready") == expected
+    assert crd.get("service", "found-ready", namespace)["spec"].get("selector") is None

@@ -1,8 +1,10 @@
 """Rank 0 of a real training run reports progress into the job's status with its pod's ServiceAccount token, which the
-chart's admission policy lets write this job's status only."""
+chart's admission policy lets write this job's progress only; a job re-created under the same name says which
+checkpoint it resumed and which job wrote it, or starts fresh when its spec says so."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -11,14 +13,16 @@ from pathlib import Path
 import pytest
 
 from tests.support.chart import progress_access, report_progress, token_kubeconfig
-from tests.support.cluster import ControlPlane, wait_until
+from tests.support.cluster import ControlPlane, KubectlError, wait_until
 from tests.support.operator_harness import (
     OperatorProcess,
     create,
+    events,
     install_crd,
     operator_watching,
     training,
     wait_for_pods,
+    wait_gone,
 )
 
 
@@ -75,4 +79,90 @@ def test_rank_zero_reports_epochs_metrics_and_checkpoint(
     create(control_plane, namespace, training("other", workers=1, resources={"gpusPerWorker": 0}))
     denied = report_progress(kubeconfig, namespace, "other")
     assert denied is not None and denied.startswith("403"), denied
-    assert "only the pods of DistributedTraining other may report its progress" in denied, denied
+    assert "only the pods the operator created for DistributedTraining other may report its progress" in denied, denied
+
+
+def train_as_rank_zero(plane: ControlPlane, namespace: str, job: str, data: Path, checkpoints: Path, home: Path,
+                       epochs: int) -> subprocess.CompletedProcess[str]:
+    """cifar_mixup as rank 0 of `job`'s worker 0 runs it: the pod's environment contract (the operator's own
+    builders) and a token bound to that pod; `checkpoints` stands for the checkpoint claim."""
+    from kubetrain.api import parse_job
+    from kubetrain.manifests.env import job_environment
+
+    body = plane.get("dtr", job, namespace)
+    contract = job_environment(parse_job(body, admitted=True))
+    kubeconfig = token_kubeconfig(plane, namespace, "default", home / f"{job}-{body['metadata']['uid']}.kubeconfig",
+                                  pod=f"{job}-worker-0")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "KUBECONFIG": str(kubeconfig), "TF_CPP_MIN_LOG_LEVEL": "2",
+           **{key: os.environ[key] for key in ("PYTHONPATH",) if key in os.environ},  # the code under test
+           **{key: contract[key] for key in ("KUBETRAIN_REPORT_STATUS", "KUBETRAIN_NAMESPACE", "KUBETRAIN_JOB_NAME",
+                                             "KUBETRAIN_JOB_UID", "KUBETRAIN_CHECKPOINT_RESUME")}}
+    run = subprocess.run(
+        [sys.executable, "-m", "cifar_mixup", "--data-dir", str(data), "--checkpoint-dir", str(checkpoints),
+         "--epochs", str(epochs), "--batch-size", "64", "--seed", "1"],
+        env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "could not report" not in run.stderr + run.stdout, "every status patch went through"
+    return run
+
+
+def recreate(plane: ControlPlane, namespace: str, body: dict) -> str:
+    """Delete the job (if any) and create it again under the same name; returns the new uid."""
+    name = body["metadata"]["name"]
+    plane.kubectl("delete", "dtr", name, "--namespace", namespace, "--ignore-not-found", "--wait=false")
+    wait_gone(plane, "dtr", name, namespace)
+    create(plane, namespace, body)
+    uid = str(plane.get("dtr", name, namespace)["metadata"]["uid"])
+
+    def reporting() -> bool:  # the new job's worker 0 exists and the operator lists it as one that may report
+        try:
+            pod = plane.get("pod", f"{name}-worker-0", namespace)
+        except KubectlError:
+            return False
+        owners = {ref["uid"] for ref in pod["metadata"].get("ownerReferences") or []}
+        listed = plane.get("dtr", name, namespace).get("status", {}).get("podUIDs") or []
+        return uid in owners and pod["metadata"]["uid"] in listed
+
+    wait_until(reporting, message=f"the operator to list the worker of the new {name}")
+    return uid
+
+
+def test_a_job_re_created_under_its_name_says_whose_checkpoint_it_resumed_or_starts_fresh(
+    control_plane: ControlPlane, namespace: str, operator: OperatorProcess, tmp_path: Path
+) -> None:
+    data, checkpoints = tmp_path / "data", tmp_path / "checkpoints"
+    subprocess.run([sys.executable, "-m", "cifar_mixup.convert", "digits", "--out", str(data)], check=True,
+                   capture_output=True, timeout=300)
+    body = training("again", workers=1, resources={"gpusPerWorker": 0})
+    first = recreate(control_plane, namespace, body)
+    train_as_rank_zero(control_plane, namespace, "again", data, checkpoints, tmp_path, epochs=1)
+    written = control_plane.get("dtr", "again", namespace)["status"]["checkpoint"]
+    assert written["epoch"] == 1 and written.get("resumedFrom") is None
+
+    second = recreate(control_plane, namespace, body)  # the default, spec.checkpoint.resume: Always
+    train_as_rank_zero(control_plane, namespace, "again", data, checkpoints, tmp_path, epochs=2)
+
+    def restored() -> dict | None:
+        status = control_plane.get("dtr", "again", namespace)["status"]
+        return next((c for c in status.get("conditions") or [] if c["type"] == "CheckpointRestored"), None)
+
+    condition = wait_until(restored, message="the CheckpointRestored condition")
+    status = control_plane.get("dtr", "again", namespace)["status"]
+    resumed = status["checkpoint"]["resumedFrom"]
+    assert (resumed["path"], resumed["epoch"], resumed["jobUID"]) == (written["path"], 1, first)
+    said = (f"resumed from epoch 1 of checkpoint {written['path']} written at {resumed['writtenAt']} by job uid "
+            f"{first}, not this job (uid {second})")
+    assert condition["reason"] == "ResumedFromAnotherJob" and condition["message"].startswith(said), condition
+    announced = [e for e in events(control_plane, namespace, "again") if e["involvedObject"]["uid"] == second
+                 and e["reason"] == "ResumedFromAnotherJob"]
+    assert [(e["type"], e["message"]) for e in announced] == [("Warning", condition["message"])]
+    assert status["progress"]["epoch"] == 2
+
+    body["spec"]["checkpoint"] = {"resume": "SameJob"}
+    recreate(control_plane, namespace, body)
+    run = train_as_rank_zero(control_plane, namespace, "again", data, checkpoints, tmp_path, epochs=1)
+    assert f"spec.checkpoint.resume is SameJob and another job (uid {second}) wrote it" in run.stderr + run.stdout
+    status = control_plane.get("dtr", "again", namespace)["status"]
+    assert status["checkpoint"]["epoch"] == 1 and status["checkpoint"].get("resumedFrom") is None
+    assert [p.name.startswith("superseded-") for p in checkpoints.iterdir() if p.is_dir()] == [True]

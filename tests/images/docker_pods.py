@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kubetrain.api import Job, parse_job
-from kubetrain.keys import generate_ssh_keypair
+from kubetrain.keys import generate_job_keys
 from kubetrain.manifests.hosts import build_hosts_configmap
 from kubetrain.manifests.launcher import build_launcher_job
 from kubetrain.manifests.names import worker_hostname
@@ -178,7 +178,7 @@ class DockerJob:
 def deploy(root: Path, body: Mapping[str, Any]) -> DockerJob:
     """Lay out a DistributedTraining body on Docker: claims `data` and `checkpoints` are folders under `root`."""
     job = parse_job(body)
-    objects = [build_ssh_secret(job, generate_ssh_keypair()), build_hosts_configmap(job)]
+    objects = [build_ssh_secret(job, generate_job_keys(job.name)), build_hosts_configmap(job)]
     claims = {"data": root / "data", "checkpoints": root / "checkpoints"}
     for folder in claims.values():
         folder.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from kubetrain.contract import SSH_DIR
+from kubetrain.keys import generate_ssh_keypair
 from kubetrain.manifests.names import worker_hostname
 from tests.support.job_on_hosts import job_body
 
@@ -183,6 +185,27 @@ def test_worker_that_never_starts_fails_the_launcher_within_the_bound(deploy):
     assert "Connection refused" in output
     assert f"giving up on worker(s) {missing} after 6s" in output
     assert f"worker {present} accepts ssh" in output and "rank " not in output
+
+
+def test_a_worker_holds_no_private_key_and_one_without_the_jobs_host_key_is_refused(deploy):
+    """Worker 1 answers with another host key (what a pod that does not hold the job's Secret would do): the
+    launcher's ssh refuses it, as known_hosts pins the job's host key, and no rank runs there."""
+    cluster = deploy(job_body("pinned", REPORT, wait_seconds=6))
+    cluster.start_worker(0).wait_for_log("Server listening")
+    secret = cluster.kubelet.objects[("Secret", "pinned-ssh")]
+    secret["stringData"] = {**secret["stringData"], "ssh_host_ed25519_key": generate_ssh_keypair().private_key}
+    cluster.start_worker(1).wait_for_log("Server listening")
+    for worker in cluster.workers.values():
+        mounted = sorted(p.name for p in worker.mounts[SSH_DIR].iterdir() if not p.name.startswith(".."))
+        assert mounted == ["authorized_keys", "ssh_host_ed25519_key"], mounted
+    launcher = cluster.start_launcher()
+    code = launcher.wait(timeout=30)
+    output = launcher.log()
+    assert code == 3, output
+    impostor, pinned = worker_hostname(cluster.job, 1), worker_hostname(cluster.job, 0)
+    assert f"worker {pinned} accepts ssh" in output, output
+    assert f"worker {impostor} did not accept ssh on port 2222 within 6s" in output, output
+    assert "Host key verification failed" in output and "rank " not in output, output
 
 
 ENTRYPOINTS = Path(__file__).resolve().parents[2] / "images" / "entrypoints"

@@ -19,6 +19,7 @@ from typing import Any
 
 from kubetrain.children import WATCHED_KINDS
 from kubetrain.contract import LABEL_ATTEMPT, LABEL_JOB, LABEL_ROLE
+from kubetrain.manifests.service import MANAGED_BY, MANAGED_BY_LABEL
 from tests.support.cluster import ControlPlane, Process, _spawn, free_port, wait_until
 from tests.support.operator_harness import REPO, OperatorProcess, operator_command, operator_log_dir
 
@@ -108,7 +109,15 @@ def snapshot(plane: ControlPlane, namespace: str) -> list[dict[str, Any]]:
     kinds = ",".join((*CHILD_KINDS, "distributedtrainings.kubetrain.dev"))
     listing = plane.kubectl("get", kinds, "--namespace", namespace, "--output=json")
     items = json.loads(listing)["items"]
-    return [o for o in items if o["kind"] == "DistributedTraining" or LABEL_JOB in (o["metadata"].get("labels") or {})]
+    return [o for o in items if o["kind"] == "DistributedTraining" or (
+        LABEL_JOB in (o["metadata"].get("labels") or {}) and not kubernetes_managed(o))]
+
+
+def kubernetes_managed(obj: dict[str, Any]) -> bool:
+    """An EndpointSlice Kubernetes keeps for a job's Service: it copies the Service's labels, and follows the Service,
+    not the job (the operator writes only the elastic <name>-ready one)."""
+    labels = obj["metadata"].get("labels") or {}
+    return obj["kind"] == "EndpointSlice" and labels.get(MANAGED_BY_LABEL) != MANAGED_BY
 
 
 def is_live_pod(pod: dict[str, Any]) -> bool:

@@ -1,7 +1,8 @@
 """Security of what the operator makes, on the real API server: one SSH key pair per job that never shows up in
-logs, events or status; the key Secret mounted read-only 0400; pods admitted under the 'restricted' Pod Security
-Standard; and a job pod's token refused everything but writing its own job's status (the chart's progress RBAC and
-admission policy, applied here as `helm install` applies them).
+logs, events or status; the key Secret mounted read-only 0400, its private key into the launcher alone; pods admitted
+under the 'restricted' Pod Security Standard; and a job pod's token refused everything but writing its own job's
+progress (the chart's progress RBAC and admission policy, applied here as `helm install` applies them), which a pod
+the operator did not create cannot do whatever its name.
 
 tests/controlplane/test_helm_install.py proves the operator's own (chart) RBAC with `kubectl auth can-i`. Here a job
 pod's token is tried with real requests.
@@ -12,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,9 +22,9 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from fault_harness import MeteredOperator, forbidden, kubectl_as, new_namespace
 
-from kubetrain.contract import LABEL_ROLE
+from kubetrain.contract import GROUP, KIND, LABEL_ATTEMPT, LABEL_INDEX, LABEL_JOB, LABEL_ROLE, VERSION
 from tests.reliability.figures import FIGURES
-from tests.support.chart import progress_access, report_progress, token_kubeconfig
+from tests.support.chart import patch_status, progress_access, report_progress, token_kubeconfig
 from tests.support.cluster import ControlPlane, wait_until
 from tests.support.operator_harness import children, create, training, wait_for_status
 
@@ -30,6 +32,8 @@ pytestmark = pytest.mark.controlplane
 
 JOBS = ("alpha", "beta")
 SSH_MODE = 0o400
+SSH_KEYS = {"worker": {"authorized_keys", "ssh_host_ed25519_key"}, "launcher": {"id_ed25519", "ssh_config",
+                                                                               "known_hosts"}}
 
 
 @dataclass
@@ -104,7 +108,8 @@ def test_private_keys_appear_nowhere_but_their_secret(deployed: Deployment) -> N
     assert not leaks, leaks
 
 
-def test_key_secret_is_mounted_read_only_0400_into_its_own_job_only(deployed: Deployment) -> None:
+def test_key_secret_is_mounted_read_only_0400_into_its_own_job_only_the_private_key_into_the_launcher_alone(
+        deployed: Deployment) -> None:
     for name in JOBS:
         pods = children(deployed.plane, deployed.namespace, name, "pods")
         assert {p["metadata"]["labels"][LABEL_ROLE] for p in pods} == {"worker", "launcher"}
@@ -113,6 +118,9 @@ def test_key_secret_is_mounted_read_only_0400_into_its_own_job_only(deployed: De
             assert [s["secretName"] for s in secrets.values()] == [f"{name}-ssh"], pod["metadata"]["name"]
             (volume, source), = secrets.items()
             assert source["defaultMode"] == SSH_MODE, f"{pod['metadata']['name']}: mode {oct(source['defaultMode'])}"
+            role = pod["metadata"]["labels"][LABEL_ROLE]
+            mounted = {item["key"] for item in source.get("items") or [{"key": "every key"}]}
+            assert mounted == SSH_KEYS[role], f"{pod['metadata']['name']} mounts {sorted(mounted)}"
             for container in pod["spec"]["containers"]:
                 mounts = [m for m in container["volumeMounts"] if m["name"] == volume]
                 assert mounts and all(m.get("readOnly") for m in mounts), container["name"]
@@ -185,7 +193,92 @@ def test_a_job_pods_token_writes_only_its_own_jobs_status(deployed: Deployment, 
             allowed[what] = str(refusal)
     FIGURES.count("job pod token requests not refused", len(allowed))
     assert not allowed, allowed
-    assert "only the pods of DistributedTraining beta may report its progress" in str(another), another
+    assert "only the pods the operator created for DistributedTraining beta may report its progress" in str(another), (
+        another)
     assert "is not bound to a pod" in str(no_pod), no_pod
     assert plane.get("dtr", "beta", namespace).get("status", {}).get("progress") is None
     assert plane.get("dtr", "alpha", namespace)["spec"]["runPolicy"]["backoffLimit"] == 3
+
+
+def intruder_pod(plane: ControlPlane, namespace: str, job: str, name: str) -> dict:
+    """A pod made by hand to pass for one of `job`'s workers: a worker's name, the job's labels and owner, and what
+    the namespace's Pod Security 'restricted' level asks."""
+    training = plane.get("dtr", job, namespace)
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": {LABEL_JOB: job, LABEL_ROLE: "worker", LABEL_INDEX: name.rsplit("-")[-1],
+                                              LABEL_ATTEMPT: str(training["status"].get("attempt", 0))},
+                     "ownerReferences": [{"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "name": job,
+                                          "uid": training["metadata"]["uid"]}]},
+        "spec": {"securityContext": {"runAsNonRoot": True, "runAsUser": 1000,
+                                     "seccompProfile": {"type": "RuntimeDefault"}},
+                 "containers": [{"name": "x", "image": "busybox", "securityContext": {
+                     "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}]},
+    }
+
+
+def test_a_pod_named_like_a_worker_cannot_end_the_job_and_a_worker_reports_progress_only(
+        deployed: Deployment, tmp_path: Path) -> None:
+    plane, namespace = deployed.plane, deployed.namespace
+    unbound = token_kubeconfig(plane, namespace, "default", tmp_path / "unbound.kubeconfig")
+    wait_until(lambda: str(report_progress(unbound, namespace, "alpha")).startswith("403"),
+               message="the chart's admission policy to be in force")
+    intruder = json.loads(plane.kubectl("create", "--namespace", namespace, "--filename=-", "--output=json",
+                                        input=json.dumps(intruder_pod(plane, namespace, "alpha", "alpha-worker-99"))))
+    try:
+        forged = token_kubeconfig(plane, namespace, "default", tmp_path / "forged.kubeconfig", pod="alpha-worker-99")
+        own = token_kubeconfig(plane, namespace, "default", tmp_path / "own.kubeconfig", pod="alpha-worker-0")
+        end = {"status": {"phase": "Succeeded", "completionTime": "2026-01-01T00:00:00Z"}}
+        refused = {
+            "the forged pod ends the job": patch_status(forged, namespace, "alpha", end),
+            "the forged pod reports progress": report_progress(forged, namespace, "alpha"),
+            "a worker ends its job": patch_status(own, namespace, "alpha", end),
+            "a worker rewrites what the limits count": patch_status(own, namespace, "alpha", {"status": {
+                "progress": {"epoch": 2}, "restarts": 9, "attempt": 9, "startTime": "2099-01-01T00:00:00Z"}}),
+            "a worker adds itself a reporter": patch_status(own, namespace, "alpha", {"status": {"podUIDs": ["x"]}}),
+        }
+        accepted = report_progress(own, namespace, "alpha")
+        FIGURES.count("forged status writes admitted", sum(1 for refusal in refused.values() if refusal is None))
+        assert accepted is None, f"a worker's own token must report progress: {accepted}"
+        assert all(str(refusal).startswith("403") for refusal in refused.values()), refused
+        assert ("only the pods the operator created for DistributedTraining alpha may report its progress: this token "
+                "belongs to pod alpha-worker-99") in str(refused["the forged pod ends the job"])
+        only = "the pods of DistributedTraining alpha may report only status.progress and status.checkpoint; refused: "
+        for what, fields in (("a worker ends its job", ("completionTime", "phase")),
+                             ("a worker rewrites what the limits count", ("attempt", "restarts", "startTime")),
+                             ("a worker adds itself a reporter", ("podUIDs",))):
+            message = str(refused[what])
+            assert only in message and all(f"status.{field}" in message for field in fields), (what, message)
+
+        time.sleep(3)  # what the operator would do with a forged Succeeded, it would have started by now
+        status = plane.get("dtr", "alpha", namespace)["status"]
+        assert status["phase"] == "Running", status
+        workers = [p for p in children(plane, namespace, "alpha", "pods")
+                   if p["metadata"]["labels"][LABEL_ROLE] == "worker" and p["metadata"]["name"] != "alpha-worker-99"]
+        assert sorted(p["metadata"]["name"] for p in workers) == ["alpha-worker-0", "alpha-worker-1"]
+        assert not any(p["metadata"].get("deletionTimestamp") for p in workers)
+        # its two workers and its launcher pod, not the intruder
+        assert intruder["metadata"]["uid"] not in status["podUIDs"] and len(status["podUIDs"]) == 3
+    finally:
+        plane.kubectl("delete", "pod", "alpha-worker-99", "--namespace", namespace, "--wait=false",
+                      "--ignore-not-found")
+
+
+def test_a_secret_without_a_host_key_gets_one_and_keeps_its_client_key(deployed: Deployment) -> None:
+    """What an older operator wrote (no host key, no known_hosts): the operator adds them, once, and leaves the key
+    the running pods log in with as it was."""
+    plane, namespace = deployed.plane, deployed.namespace
+    before = ssh_secret(deployed, "beta")
+    older = {"metadata": {"labels": {"kubetrain.dev/ssh-host-key": None}},
+             "data": {"ssh_host_ed25519_key": None, "ssh_host_ed25519_key.pub": None, "known_hosts": None}}
+    plane.kubectl("patch", "secret", "beta-ssh", "--namespace", namespace, "--type=merge",
+                  f"--patch={json.dumps(older)}")
+    after = wait_until(lambda: (files := ssh_secret(deployed, "beta")).get("known_hosts") and files,
+                       message="the operator to add a host key to beta's Secret")
+    assert after["id_ed25519"] == before["id_ed25519"] and after["authorized_keys"] == before["authorized_keys"]
+    assert after["ssh_host_ed25519_key"] != before["ssh_host_ed25519_key"]
+    host = serialization.load_ssh_private_key(after["ssh_host_ed25519_key"].encode(), password=None)
+    public = host.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+    assert after["known_hosts"].split()[1:3] == public.decode().split()[:2]
+    time.sleep(3)  # a second host key would not match the first
+    assert ssh_secret(deployed, "beta")["ssh_host_ed25519_key"] == after["ssh_host_ed25519_key"]

@@ -44,7 +44,7 @@ def render_template(template: str, release: str, namespace: str, *values: str) -
 def progress_access(plane: ControlPlane, namespace: str) -> Iterator[None]:
     """The chart's progress RBAC and admission policy for the jobs of `namespace`, as `helm install` applies them
     (templates/progress.yaml), removed afterwards."""
-    manifest = render_template("progress.yaml", f"kt-{namespace}"[:40], "kubetrain-system",
+    manifest = render_template("progress.yaml", f"kt-{namespace}"[:40].rstrip("-"), "kubetrain-system",
                                f"--set=watch.namespaces={{{namespace}}}")
     plane.kubectl("apply", "--filename=-", input=manifest)
     try:
@@ -56,8 +56,13 @@ def progress_access(plane: ControlPlane, namespace: str) -> Iterator[None]:
 def report_progress(kubeconfig: Path, namespace: str, job: str) -> str | None:
     """A progress report as rank 0 sends it (trainlib.kube_status: one merge patch of the status, no read first) with
     the credentials in `kubeconfig`: None when accepted, else the API server's refusal."""
+    return patch_status(kubeconfig, namespace, job, {"status": {"progress": {"epoch": 1, "epochs": 2}}})
+
+
+def patch_status(kubeconfig: Path, namespace: str, job: str, body: dict) -> str | None:
+    """A merge patch of the job's status with the credentials in `kubeconfig`: None when accepted, else the API
+    server's refusal."""
     api = client.CustomObjectsApi(kube_config.new_client_from_config(str(kubeconfig)))
-    body = {"status": {"progress": {"epoch": 1, "epochs": 2}}}
     try:
         api.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, job, body,
                                                   _content_type="application/merge-patch+json")

@@ -10,7 +10,7 @@ from typing import Any
 
 from kubetrain.api import Job, parse_job
 from kubetrain.contract import launcher_name, worker_name
-from kubetrain.keys import generate_ssh_keypair
+from kubetrain.keys import generate_job_keys
 from kubetrain.manifests.hosts import build_hosts_configmap
 from kubetrain.manifests.launcher import build_launcher_job
 from kubetrain.manifests.names import worker_hostname
@@ -77,7 +77,7 @@ def deploy_job(network: Network, scratch: Path, body: Mapping[str, Any], *, as_p
                secrets: Sequence[Mapping[str, Any]] = ()) -> JobOnHosts:
     """`secrets`: Secrets of the namespace the job's env may read (secretKeyRef)."""
     job = parse_job(body)
-    objects = [build_ssh_secret(job, generate_ssh_keypair()), build_hosts_configmap(job), *secrets]
+    objects = [build_ssh_secret(job, generate_job_keys(job.name)), build_hosts_configmap(job), *secrets]
     claims = {"data": scratch / "data", "checkpoints": scratch / "checkpoints"}
     for folder in claims.values():
         folder.mkdir(exist_ok=True)

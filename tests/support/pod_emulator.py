@@ -140,6 +140,8 @@ def prepare_volume(volume: Mapping[str, Any], path: Path, objects: Mapping[tuple
         secret = objects[("Secret", source["secretName"])]
         files = {k: base64.b64decode(v).decode() for k, v in secret.get("data", {}).items()}
         files.update(secret.get("stringData", {}))
+        if "items" in source:  # only the listed keys, as kubelet projects them
+            files = {item["path"]: files[item["key"]] for item in source["items"] if item["key"] in files}
         return write_atomic_volume(path, files, source.get("defaultMode", 0o644), fs_group)
     if "configMap" in volume:
         source = volume["configMap"]

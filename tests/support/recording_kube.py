@@ -39,8 +39,11 @@ class RecordingKube:
         self.created.append(stored)
         return stored
 
-    def patch(self, obj: Mapping[str, Any]) -> None:
+    def patch(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         self.writes.append(("patch", obj["kind"], obj["metadata"]["name"]))
+        stored = copy.deepcopy(dict(obj))  # the patch as if it were the whole object
+        stored["metadata"].update(resourceVersion=str(next(self._versions)))
+        return stored
 
     def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         self.writes.append(("delete", kind, name))

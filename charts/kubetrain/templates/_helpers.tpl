@@ -91,6 +91,10 @@ app.kubernetes.io/part-of: kubetrain
 - apiGroups: [""]
   resources: [services, configmaps]
   verbs: [get, list, watch, create, patch]
+# An elastic job's Ready workers, which the operator lists in the EndpointSlice of its <name>-ready Service.
+- apiGroups: [discovery.k8s.io]
+  resources: [endpointslices]
+  verbs: [get, list, watch, create, patch]
 # The per-job ssh key Secret: created once, never changed (removed by garbage collection).
 - apiGroups: [""]
   resources: [secrets]

@@ -2,7 +2,9 @@
 
 Prints the `host:slots` lines of KUBETRAIN_ELASTIC_HOSTS whose host is Ready now. A worker is Ready when the IP its
 name resolves to is among the IPs of KUBETRAIN_READY_SERVICE: a headless Service that lists only Ready workers (their
-sshd accepts). The launcher's own line (launcher.runAsWorker) is always printed.
+sshd accepts) among the pods the operator created. It has no selector; the operator writes its EndpointSlice, so a pod
+someone else makes with the job's labels is never among them. The launcher's own line (launcher.runAsWorker) is
+always printed.
 Exit 0 with no output when no worker is Ready: the Service's name does not exist then (NXDOMAIN).
 Exit 1 on DNS trouble: Horovod then keeps its previous host list. Exit 2 on a bad configuration.
 Horovod runs this every second, so it stays cheap: standard library only, one lookup per host.

@@ -4,7 +4,8 @@
 # Run by ../launcher, which checks that the image has bash; the image needs ssh (openssh-client) and an MPI, or
 # Horovod (with Gloo) for an elastic job.
 #
-# 1. copies the job's key material from KUBETRAIN_SSH_DIR (Secret <name>-ssh) into a writable $HOME/.ssh (any uid);
+# 1. copies the job's private key, ssh client config and known_hosts from KUBETRAIN_SSH_DIR (Secret <name>-ssh) into
+#    a writable $HOME/.ssh (any uid);
 # 2. finds the MPI: KUBETRAIN_MPI_IMPLEMENTATION (spec.mpi.implementation: OpenMPI, IntelMPI or MPICH) and what its
 #    launcher's `--version` prints (Open MPI 4 and 5 take different options); a different MPI in the image is named.
 #    An elastic job needs horovodrun instead;
@@ -17,8 +18,11 @@
 #    it runs ranks on the Ready workers lib/discover_hosts.py finds, from minWorkers to maxWorkers, with its environment.
 #    Names in KUBETRAIN_POD_ENV are never forwarded: each rank starts through lib/pod-env.sh, which gives it its own
 #    pod's values (saved by kt_save_pod_env on every pod).
-# The MPI reaches the workers with `ssh -F $HOME/.ssh/ssh_config -i <key> -p KUBETRAIN_SSH_PORT`; host keys are not
-# pinned because workers generate fresh ones at every start. horovodrun's ssh has no -F: the config is ~/.ssh/config.
+# The MPI reaches the workers with `ssh -F $HOME/.ssh/ssh_config -i <key> -p KUBETRAIN_SSH_PORT`. The config checks
+# every worker's host key against known_hosts: the job's host key, which only its workers hold. horovodrun's ssh has
+# no -F (the config is ~/.ssh/config) and passes `-o StrictHostKeyChecking=no`: an ssh first on its PATH puts
+# `-o StrictHostKeyChecking=yes` before that, and ssh takes the first value it is given.
+# A Secret without known_hosts (written before host keys were pinned) has a config that checks no host key.
 # Exit codes: the program's (through the MPI or horovodrun); 2 = bad configuration or a tool missing from the image;
 # 3 = a worker never accepted ssh (message names it).
 set -euo pipefail
@@ -42,6 +46,25 @@ kt_install_ssh_config() {
       kt_log "cannot write $dir/config: horovodrun's ssh runs without the job's ssh options"
     fi
   done
+}
+
+# kt_absolute_ssh_config FILE: the config names its files as ~/.ssh/...; ssh's ~ is the home of the uid's passwd
+# entry, which may differ from $HOME. Point them at the copies in KT_SSH_DIR.
+kt_absolute_ssh_config() {
+  local text
+  text=$(<"$1")
+  printf '%s\n' "${text//'~/.ssh/'/$KT_SSH_DIR/}" >"$1" || kt_die "cannot write $1"
+}
+
+# kt_install_strict_ssh DIR: an `ssh` in DIR, first on PATH, that checks host keys whatever horovodrun passes after.
+kt_install_strict_ssh() {
+  local real
+  real=$(command -v ssh)
+  if ! { mkdir -p "$1" && printf '#!/bin/sh\nexec %q -o StrictHostKeyChecking=yes "$@"\n' "$real" >"$1/ssh" &&
+    chmod 0755 "$1/ssh"; }; then
+    kt_die "cannot write $1/ssh"
+  fi
+  export PATH="$1:$PATH"
 }
 
 [ $# -gt 0 ] || kt_die "usage: launcher <command...> (the job's spec.command)"
@@ -86,10 +109,20 @@ kt_prepare_home
 kt_ensure_user
 kt_save_pod_env
 kt_copy_ssh_files id_ed25519 ssh_config
-[ -n "$elastic_max" ] && kt_install_ssh_config "$KT_SSH_DIR/ssh_config"
+checked=0
+if [ -e "${KUBETRAIN_SSH_DIR:-/etc/kubetrain/ssh}/known_hosts" ]; then
+  kt_copy_ssh_files known_hosts
+  checked=1
+else
+  kt_log "the job's Secret has no known_hosts: workers' host keys are not checked"
+fi
+kt_absolute_ssh_config "$KT_SSH_DIR/ssh_config"
+if [ -n "$elastic_max" ]; then
+  kt_install_ssh_config "$KT_SSH_DIR/ssh_config"
+  [ "$checked" = 1 ] && kt_install_strict_ssh "$HOME/.kubetrain/bin"
+fi
 
-ssh_options=(-F "$KT_SSH_DIR/ssh_config" -i "$KT_SSH_DIR/id_ed25519" -p "$KT_PORT"
-  -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o BatchMode=yes)
+ssh_options=(-F "$KT_SSH_DIR/ssh_config" -i "$KT_SSH_DIR/id_ed25519" -p "$KT_PORT" -o LogLevel=ERROR -o BatchMode=yes)
 
 # Hosts: first field of every line that is not blank or a comment (`<host> slots=<n>` or `<host>:<n>`).
 hosts=()

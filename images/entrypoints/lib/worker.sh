@@ -2,8 +2,11 @@
 # kubetrain worker: an sshd the launcher's MPI starts ranks through. No arguments. Run by ../worker, which checks that
 # the image has bash; the image needs sshd (openssh-server) and ssh-keygen, nothing else of kubetrain's.
 #
-# 1. copies the job's key material from KUBETRAIN_SSH_DIR (Secret <name>-ssh) into a writable $HOME/.ssh (any uid);
-# 2. generates fresh host keys and its own sshd_config in $HOME/.kubetrain/sshd (nothing under /etc is touched);
+# 1. copies authorized_keys and the job's host key from KUBETRAIN_SSH_DIR (the keys of Secret <name>-ssh a worker
+#    mounts; never the private key the launcher logs in with) into a writable $HOME/.ssh (any uid);
+# 2. writes its own sshd_config in $HOME/.kubetrain/sshd (nothing under /etc is touched). The host key is the job's,
+#    which the launcher's known_hosts pins; a Secret without one (written before host keys were pinned) gets a fresh
+#    host key, which that launcher does not check;
 # 3. execs `sshd -D -e` on KUBETRAIN_SSH_PORT (default 2222) in the foreground, logging to stderr.
 # Works without root: a non-root sshd can only log in its own user, which is the user the launcher connects as.
 # Public-key logins only (the job's own key in authorized_keys); no passwords, no PAM.
@@ -27,7 +30,13 @@ sshd_bin=$(PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin" command -v sshd)
 run_dir="$HOME/.kubetrain/sshd"
 mkdir -p "$run_dir" && chmod 0700 "$run_dir"
 rm -f "$run_dir"/ssh_host_ed25519_key*
-ssh-keygen -q -t ed25519 -N '' -C "kubetrain-worker" -f "$run_dir/ssh_host_ed25519_key"
+if [ -e "${KUBETRAIN_SSH_DIR:-/etc/kubetrain/ssh}/ssh_host_ed25519_key" ]; then
+  kt_copy_ssh_files ssh_host_ed25519_key
+  mv "$KT_SSH_DIR/ssh_host_ed25519_key" "$run_dir/ssh_host_ed25519_key"
+else
+  kt_log "the job's Secret has no host key: using a fresh one, which the launcher does not check"
+  ssh-keygen -q -t ed25519 -N '' -C "kubetrain-worker" -f "$run_dir/ssh_host_ed25519_key"
+fi
 # A root sshd (privilege separation) needs its chroot directory; a non-root one does not use it.
 if [ "$(id -u)" = 0 ]; then mkdir -p /run/sshd && chmod 0755 /run/sshd; fi
 

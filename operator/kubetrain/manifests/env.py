@@ -28,6 +28,9 @@ def job_environment(job: Job, report_status: bool = True) -> dict[str, str]:
         "KUBETRAIN_NAMESPACE": job.namespace,
         "KUBETRAIN_DATA_DIR": spec.data.mount_path,
         "KUBETRAIN_CHECKPOINT_DIR": checkpoint_dir(job),
+        "KUBETRAIN_CHECKPOINT_RESUME": spec.checkpoint_resume,
+        # recorded with every checkpoint, so a later job of the same name knows who wrote it
+        "KUBETRAIN_JOB_UID": job.uid,
         "KUBETRAIN_NUM_PROCESSES": str(spec.num_processes),
         "KUBETRAIN_SLOTS_PER_WORKER": str(spec.slots_per_worker),
         "KUBETRAIN_HOSTFILE": HOSTFILE,

@@ -29,6 +29,7 @@ from kubetrain.manifests.pods import (
     shared_volumes,
     worker_resources,
 )
+from kubetrain.manifests.ssh import LAUNCHER_KEYS
 from kubetrain.manifests.template import merge_pod_template
 
 LAUNCHER_RESOURCES = {"requests": {"cpu": "100m", "memory": "256Mi"}}
@@ -65,7 +66,7 @@ def build_launcher_job(job: Job, attempt: int = 0) -> dict[str, Any]:
             "securityContext": pod_security_context(job),
             "initContainers": [entrypoints_init_container(job)],
             "containers": [container],
-            "volumes": [*shared_volumes(job), *(data_volumes(job) if runs_ranks else [])],
+            "volumes": [*shared_volumes(job, LAUNCHER_KEYS), *(data_volumes(job) if runs_ranks else [])],
             **scheduling(job),
         },
     }

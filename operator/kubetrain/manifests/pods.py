@@ -17,13 +17,13 @@ from kubetrain.contract import (
     SSH_PORT,
     hosts_configmap_name,
     service_name,
-    ssh_secret_name,
     worker_name,
 )
 from kubetrain.kueue import group_name, worker_metadata
 from kubetrain.manifests.env import container_env
 from kubetrain.manifests.gang import build_pod_group, join_gang
 from kubetrain.manifests.names import labels, metadata
+from kubetrain.manifests.ssh import WORKER_KEYS, ssh_volume
 from kubetrain.manifests.template import merge_pod_template
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -62,7 +62,7 @@ def build_worker_pod(job: Job, index: int, attempt: int = 0) -> dict[str, Any]:
         "securityContext": pod_security_context(job),
         "initContainers": [entrypoints_init_container(job)],
         "containers": [container],
-        "volumes": [*shared_volumes(job), *data_volumes(job)],
+        "volumes": [*shared_volumes(job, WORKER_KEYS), *data_volumes(job)],
         **scheduling(job),
     }
     pod = {
@@ -164,10 +164,11 @@ def shared_mounts() -> list[dict[str, Any]]:
     ]
 
 
-def shared_volumes(job: Job) -> list[dict[str, Any]]:
+def shared_volumes(job: Job, ssh_keys: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The volumes of every pod of the job; `ssh_keys`: the keys of the job's SSH Secret this pod gets."""
     return [
         {"name": ENTRYPOINTS_VOLUME, "emptyDir": {}},
-        {"name": "ssh", "secret": {"secretName": ssh_secret_name(job.name), "defaultMode": 0o400}},
+        ssh_volume(job, ssh_keys),
         {"name": "hosts", "configMap": {"name": hosts_configmap_name(job.name), "defaultMode": 0o555}},
         {"name": "home", "emptyDir": {}},
         {"name": "tmp", "emptyDir": {}},

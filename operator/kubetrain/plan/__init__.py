@@ -21,6 +21,7 @@ from kubetrain.plan.model import (
     SAFETY_REQUEUE_SECONDS,
     WAIT_REQUEUE_SECONDS,
     Action,
+    AddSshHostKey,
     Children,
     Create,
     CreateSshSecret,
@@ -35,8 +36,8 @@ from kubetrain.plan.phase import status_changed
 from kubetrain.plan.world import World, observe
 from kubetrain.pod_state import Failure, is_terminating, iso, job_finished
 
-__all__ = ["Action", "Children", "Create", "CreateSshSecret", "Delete", "DeleteTraining", "Event", "Patch", "Plan",
-           "decide", "status_changed"]
+__all__ = ["Action", "AddSshHostKey", "Children", "Create", "CreateSshSecret", "Delete", "DeleteTraining", "Event",
+           "Patch", "Plan", "decide", "status_changed"]
 
 
 def decide(job: Job, status: Mapping[str, Any], children: Children, now: datetime) -> Plan:
@@ -128,7 +129,7 @@ def _gang_overdue(world: World) -> Failure:
 def _run(world: World, gang_left: float | None = None) -> Plan:
     """Create what is missing and say how the job runs; `gang_left`: seconds until the gang's timeout (see
     `_gang_wait`), when to look again."""
-    plan = Plan(actions=desired.config_actions(world.job, world.children))
+    plan = Plan(actions=[*desired.config_actions(world.job, world.children), *desired.ready_endpoints_actions(world)])
     attempt, waiting = desired.attempt_actions(world)
     plan.actions.extend(attempt)
     phase.running(world, plan)

@@ -11,10 +11,12 @@ from kubetrain.contract import ROLE_LAUNCHER, ROLE_WORKER, launcher_name, ssh_se
 from kubetrain.manifests.hosts import build_hosts_configmap
 from kubetrain.manifests.launcher import build_launcher_job
 from kubetrain.manifests.pods import build_worker_pod, build_worker_pod_group
-from kubetrain.manifests.service import build_ready_service, build_service
+from kubetrain.manifests.service import build_ready_endpoints, build_ready_service, build_service
+from kubetrain.manifests.ssh import has_host_key
 from kubetrain.plan.elastic import departing
 from kubetrain.plan.model import (
     Action,
+    AddSshHostKey,
     Children,
     Create,
     CreateSshSecret,
@@ -39,9 +41,32 @@ def config_actions(job: Job, children: Children) -> list[Action]:
     if ready_service is not None:
         desired.append((children.services, ready_service, "spec"))
     actions = _converge(desired, children)
-    if children.named(children.secrets, ssh_secret_name(job.name)) is None:
+    secret = children.named(children.secrets, ssh_secret_name(job.name))
+    if secret is None:
         actions.append(CreateSshSecret())
+    elif not has_host_key(secret):
+        actions.append(AddSshHostKey())
     return actions
+
+
+def ready_endpoints_actions(world: World) -> list[Action]:
+    """An elastic job's `<name>-ready` EndpointSlice: the Ready workers the operator created, no other pod, so the
+    launcher's discovery finds only those (a pod with the job's labels is not one)."""
+    job = world.job
+    if job.spec.elastic is None:
+        return []
+    leaving = departing(world)
+    ready = [(str(pod["metadata"]["name"]), str(pod["metadata"].get("uid", "")), str(pod["status"]["podIP"]))
+             for index, pod in world.own_workers.items()
+             if index not in leaving and is_ready(pod) and (pod.get("status") or {}).get("podIP")]
+    slice_ = build_ready_endpoints(job, ready)
+    existing = world.children.named(world.children.endpointslices, slice_["metadata"]["name"])
+    if existing is None:
+        return [Create(slice_)]
+    # The API server stores an empty list of endpoints as none.
+    if drifted(existing.get("endpoints") or [], slice_["endpoints"]) or drifted(existing.get("ports"), slice_["ports"]):
+        return [Patch(slice_)]
+    return []
 
 
 def _converge(desired: list[tuple[list[Obj], dict[str, Any], str]], children: Children) -> list[Action]:

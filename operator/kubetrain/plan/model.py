@@ -26,6 +26,11 @@ class CreateSshSecret:
 
 
 @dataclass(frozen=True)
+class AddSshHostKey:
+    """Add a host key to the job's Secret, which an older operator wrote without one (kubetrain.manifests.ssh)."""
+
+
+@dataclass(frozen=True)
 class Patch:
     """Bring an existing child back to the desired fields (drift correction)."""
 
@@ -51,7 +56,7 @@ class Event:
     message: str
 
 
-Action = Create | CreateSshSecret | Patch | Delete | DeleteTraining
+Action = Create | CreateSshSecret | AddSshHostKey | Patch | Delete | DeleteTraining
 
 
 @dataclass
@@ -63,6 +68,7 @@ class Children:
     services: list[Obj] = field(default_factory=list)
     configmaps: list[Obj] = field(default_factory=list)
     secrets: list[Obj] = field(default_factory=list)
+    endpointslices: list[Obj] = field(default_factory=list)
     departed: list[Obj] = field(default_factory=list)  # pods deleted with a disruption mark (kubetrain.cache.Departed)
     workloads: list[Obj] = field(default_factory=list)  # Kueue's Workloads of the job's pod groups (not owned)
 

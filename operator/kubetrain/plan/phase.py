@@ -145,6 +145,12 @@ def running(world: World, plan: Plan) -> None:
         conditions[r.COND_RESTARTING] = ("False", r.RESUMED, "every worker is back")
     if admitted is not None:
         conditions[r.COND_ADMITTED] = admitted
+    restored = restored_condition(world)
+    if restored is not None:
+        conditions[r.COND_CHECKPOINT_RESTORED] = restored
+        if restored[2] != _condition(status, r.COND_CHECKPOINT_RESTORED).get("message"):
+            kind = "Normal" if restored[1] == r.RESUMED_FROM_CHECKPOINT else "Warning"
+            plan.events.append(Event(kind, restored[1], restored[2]))
     members = elastic.Membership()
     if job.spec.elastic:
         conditions[r.COND_MIN_WORKERS_READY] = elastic.min_condition(world)
@@ -157,6 +163,25 @@ def running(world: World, plan: Plan) -> None:
         plan.events.append(Event("Normal", reason if phase != r.RESTARTING else r.RESTARTING, f"{phase}: {message}"))
     if unschedulable and status.get("reason") not in (r.UNSCHEDULABLE, r.GANG_UNSCHEDULABLE):
         plan.events.append(Event("Warning", reason if gang else r.UNSCHEDULABLE, message if gang else unschedulable))
+
+
+def restored_condition(world: World) -> tuple[str, str, str] | None:
+    """CheckpointRestored from what rank 0 reported it resumed from (status.checkpoint.resumedFrom): which
+    checkpoint, written when and by which job. Only said, never acted on. None until rank 0 reports a resume."""
+    resumed = (world.status.get("checkpoint") or {}).get("resumedFrom")
+    if not isinstance(resumed, Mapping):
+        return None
+    writer = str(resumed.get("jobUID") or "")
+    message = (f"resumed from epoch {resumed.get('epoch')} of checkpoint {resumed.get('path')} written at "
+               f"{resumed.get('writtenAt') or 'an unknown time'} by job uid {writer or '(none recorded)'}")
+    if writer == world.job.uid:
+        return "True", r.RESUMED_FROM_CHECKPOINT, f"{message} (this job)"
+    return "True", r.RESUMED_FROM_ANOTHER_JOB, (f"{message}, not this job (uid {world.job.uid}): a job of the same "
+                                                "name wrote it; spec.checkpoint.resume: SameJob starts fresh instead")
+
+
+def _condition(status: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
+    return next((c for c in status.get("conditions") or [] if c.get("type") == kind), {})
 
 
 def unplaced_workers(world: World) -> list[Obj]:
@@ -254,6 +279,8 @@ def status_of(world: World, phase: str, reason: str, message: str, conditions: C
         "restarts": world.restarts,
         "workers": workers_status(world.job, ready),
         "conditions": merge_conditions(status.get("conditions") or [], conditions, world.now),
+        # A new attempt has no pods yet: the old attempt's may no longer report.
+        "podUIDs": world.reporter_uids if attempt is None else [],
     }
     progress = status.get("progress") or {}
     if progress.get("epoch") is not None:

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from kubetrain.api import Job
-from kubetrain.contract import LABEL_INDEX, ROLE_LAUNCHER, ROLE_WORKER
+from kubetrain.contract import LABEL_INDEX, ROLE_LAUNCHER, ROLE_WORKER, worker_name
 from kubetrain.kueue import group_name
 from kubetrain.plan.model import Children, Obj, attempt_of, parse_time, role_of
 from kubetrain.pod_state import is_ready, is_terminating
@@ -41,11 +41,30 @@ class World:
         """Ready workers the spec still wants (an elastic job's scaled-down ones are not counted)."""
         return sum(1 for index, pod in self.live_workers.items() if index < self.job.spec.workers and is_ready(pod))
 
+    @property
+    def own_workers(self) -> dict[int, Obj]:
+        """The live workers under the names the operator gives them (index below spec.workers): a pod someone else
+        creates with the job's labels and owner can take no such name while the operator's pod holds it."""
+        return {index: pod for index, pod in self.live_workers.items()
+                if index < self.job.spec.workers and pod["metadata"]["name"] == worker_name(self.job.name, index)}
+
+    @property
+    def reporter_uids(self) -> list[str]:
+        """The uids of the pods rank 0 may run in: the attempt's own workers and its launcher's pod (status.podUIDs,
+        which the chart's admission policy checks a progress report's token against). A launcher pod counts only when
+        the current launcher Job owns it."""
+        uids = [pod["metadata"].get("uid") for pod in self.own_workers.values()]
+        launcher_uid = (self.launcher or {}).get("metadata", {}).get("uid")
+        uids += [pod["metadata"].get("uid") for pod in self.children.pods
+                 if launcher_uid and role_of(pod) == ROLE_LAUNCHER and not is_terminating(pod)
+                 and any(ref.get("uid") == launcher_uid for ref in pod["metadata"].get("ownerReferences") or [])]
+        return sorted(str(uid) for uid in uids if uid)
+
 
 def observe(job: Job, status: Mapping[str, Any], children: Children, now: datetime) -> World:
     status, unreadable = readable_status(status)
     attempt = int(status.get("attempt", 0))
-    workers = workers_by_index(children.pods, attempt)
+    workers = workers_by_index(children.pods, attempt, job.name)
     launcher = next((j for j in children.jobs if role_of(j) == ROLE_LAUNCHER), None)
     pods = sorted((p for p in children.pods if role_of(p) == ROLE_LAUNCHER and attempt_of(p) == attempt),
                   key=lambda p: p["metadata"].get("creationTimestamp") or "")
@@ -60,7 +79,7 @@ def observe(job: Job, status: Mapping[str, Any], children: Children, now: dateti
         workers=workers,
         launcher=launcher if launcher is not None and attempt_of(launcher) == attempt else None,
         launcher_pod=pods[-1] if pods else None,
-        departed={index: pod for index, pod in workers_by_index(children.departed, attempt).items()
+        departed={index: pod for index, pod in workers_by_index(children.departed, attempt, job.name).items()
                   if index not in workers},
         workload=children.named(children.workloads, group_name(job.name, job.uid, attempt)) if job.queue else None,
         unreadable=unreadable,
@@ -95,7 +114,14 @@ def _is_time(value: Any) -> bool:
     return True
 
 
-def workers_by_index(pods: Iterable[Obj], attempt: int) -> dict[int, Obj]:
-    """The worker pods of `attempt` among `pods`, by index."""
-    return {int(pod["metadata"]["labels"].get(LABEL_INDEX, "0")): pod for pod in pods
-            if role_of(pod) == ROLE_WORKER and attempt_of(pod) == attempt}
+def workers_by_index(pods: Iterable[Obj], attempt: int, job_name: str) -> dict[int, Obj]:
+    """The worker pods of `attempt` among `pods`, by index. A pod whose name is not the worker name of its index
+    label is not one: someone else made it with the job's labels, and it must not stand in for the real one."""
+    found = {}
+    for pod in pods:
+        label = str(pod["metadata"]["labels"].get(LABEL_INDEX, "0"))
+        if not label.isdigit() or role_of(pod) != ROLE_WORKER or attempt_of(pod) != attempt:
+            continue
+        if pod["metadata"]["name"] == worker_name(job_name, int(label)):
+            found[int(label)] = pod
+    return found

@@ -13,19 +13,19 @@ from dtr_bodies import training
 
 from kubetrain.api import parse_job
 from kubetrain.cli import child_objects
-from kubetrain.keys import generate_ssh_keypair
+from kubetrain.keys import generate_job_keys
 from kubetrain.manifests.env import job_environment
 from kubetrain.manifests.hosts import build_hosts_configmap, hostfile
 from kubetrain.manifests.launcher import build_launcher_job
 from kubetrain.manifests.pods import build_worker_pod
-from kubetrain.manifests.service import build_ready_service, build_service
+from kubetrain.manifests.service import build_ready_endpoints, build_ready_service, build_service
 from kubetrain.manifests.ssh import build_ssh_secret
 
 GOLDEN = Path(__file__).parent / "golden"
 
 
 def every_child(body: dict[str, Any]) -> list[dict[str, Any]]:
-    return child_objects(parse_job(body), generate_ssh_keypair())
+    return child_objects(parse_job(body), generate_job_keys())
 
 
 @pytest.mark.parametrize(
@@ -55,13 +55,17 @@ def test_an_elastic_job_lists_every_host_it_may_grow_to_and_gets_a_ready_only_se
     ready = build_ready_service(job)
     assert ready is not None and ready["metadata"]["name"] == "cifar-ready"
     assert "publishNotReadyAddresses" not in ready["spec"]  # Ready workers only
-    assert ready["spec"]["selector"] == build_service(job)["spec"]["selector"]
+    assert ready["spec"]["selector"] is None, "no selector: the operator lists the Ready workers it created itself"
+    endpoints = build_ready_endpoints(job, [("cifar-worker-1", "u1", "10.0.0.2"), ("cifar-worker-0", "u0", "10.0.0.1")])
+    assert endpoints["metadata"]["labels"]["kubernetes.io/service-name"] == "cifar-ready"
+    assert [(e["hostname"], e["addresses"], e["targetRef"]["uid"]) for e in endpoints["endpoints"]] == [
+        ("cifar-worker-0", ["10.0.0.1"], "u0"), ("cifar-worker-1", ["10.0.0.2"], "u1")]
     assert build_service(job)["spec"]["publishNotReadyAddresses"] is True  # the pods' own names from their start
     env = job_environment(job)
     assert env["KUBETRAIN_READY_SERVICE"] == "cifar-ready.ml.svc"
     assert (env["KUBETRAIN_ELASTIC_MIN_WORKERS"], env["KUBETRAIN_ELASTIC_MAX_WORKERS"]) == ("1", "3")
     assert env["KUBETRAIN_ELASTIC_HOSTS"] == "/etc/kubetrain/hosts/elastic-hosts"
-    assert "ServerAliveInterval 5\n" in build_ssh_secret(job, generate_ssh_keypair())["stringData"]["ssh_config"]
+    assert "ServerAliveInterval 5\n" in build_ssh_secret(job, generate_job_keys())["stringData"]["ssh_config"]
     with_launcher = parse_job(training(workers=1, launcher={"runAsWorker": True}, elastic={"maxWorkers": 2}))
     assert build_hosts_configmap(with_launcher)["data"]["elastic-hosts"].splitlines() == [
         "cifar-launcher:1", "cifar-worker-0.cifar.ml.svc:1", "cifar-worker-1.cifar.ml.svc:1"]
@@ -174,7 +178,7 @@ def test_environment_contract_is_forwarded_to_every_rank() -> None:
 
 def test_ssh_secret_holds_a_fresh_valid_key_pair_per_job() -> None:
     job = parse_job(training())
-    first, second = build_ssh_secret(job, generate_ssh_keypair()), build_ssh_secret(job, generate_ssh_keypair())
+    first, second = build_ssh_secret(job, generate_job_keys()), build_ssh_secret(job, generate_job_keys())
     data = first["stringData"]
     private = load_ssh_private_key(data["id_ed25519"].encode(), password=None)
     public = load_ssh_public_key(data["id_ed25519.pub"].encode())
@@ -182,6 +186,28 @@ def test_ssh_secret_holds_a_fresh_valid_key_pair_per_job() -> None:
     assert data["authorized_keys"] == data["id_ed25519.pub"]
     assert "Port 2222" in data["ssh_config"]
     assert second["stringData"]["id_ed25519"] != data["id_ed25519"]
+    host = load_ssh_private_key(data["ssh_host_ed25519_key"].encode(), password=None)
+    pinned = data["known_hosts"].split()
+    assert pinned[0] == "[cifar-worker-*]:2222,[*.cifar.ml.svc]:2222"
+    assert load_ssh_public_key(" ".join(pinned[1:]).encode()).public_bytes_raw() == (  # type: ignore[union-attr]
+        host.public_key().public_bytes_raw())  # type: ignore[union-attr]
+    assert "StrictHostKeyChecking yes" in data["ssh_config"] and "UserKnownHostsFile ~/.ssh/known_hosts" in (
+        data["ssh_config"])
+
+
+@pytest.mark.parametrize("runs_ranks", [False, True])
+def test_the_private_key_is_mounted_into_the_launcher_alone(runs_ranks: bool) -> None:
+    job = parse_job(training(launcher={"runAsWorker": runs_ranks}))
+
+    def ssh_keys(pod_spec: dict[str, Any]) -> set[str]:
+        secrets = [v["secret"] for v in pod_spec["volumes"] if "secret" in v]
+        assert [s["secretName"] for s in secrets] == ["cifar-ssh"]
+        return {item["key"] for item in secrets[0]["items"]}
+
+    for index in range(job.spec.workers):
+        assert ssh_keys(build_worker_pod(job, index)["spec"]) == {"authorized_keys", "ssh_host_ed25519_key"}
+    launcher = build_launcher_job(job)["spec"]["template"]["spec"]
+    assert ssh_keys(launcher) == {"id_ed25519", "ssh_config", "known_hosts"}
 
 
 def test_only_pods_where_rank_0_may_run_get_a_token_and_none_names_an_account() -> None:

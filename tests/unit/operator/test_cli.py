@@ -248,9 +248,11 @@ def test_render_shows_one_object_of_every_registered_child_kind_and_nothing_else
 
     body = yaml.safe_load((Path(__file__).parents[3] / "jobs" / "cifar_mixup" / "job.yaml").read_text())
     shown = set()
-    for scheduling in ({}, {"gang": {"scheduler": "Coscheduling"}}, {"gang": {"scheduler": "Volcano"}}):
+    variants = [{"scheduling": {}}, {"scheduling": {"gang": {"scheduler": "Coscheduling"}}},
+                {"scheduling": {"gang": {"scheduler": "Volcano"}}}, {"elastic": {"maxWorkers": 4}}]
+    for variant in variants:
         job = parse_job({**body, "metadata": {"name": "cifar", "namespace": "ns", "uid": "u"},
-                         "spec": {**body["spec"], "scheduling": scheduling}})
+                         "spec": {**body["spec"], **variant}})
         shown |= {(obj["apiVersion"], obj["kind"]) for obj in child_objects(job, PLACEHOLDER_KEYS)}
     assert shown == set(BY_KIND)
 

@@ -11,7 +11,17 @@ from kubetrain import reasons as r
 from kubetrain.api import parse_job
 from kubetrain.manifests.launcher import build_launcher_job
 from kubetrain.manifests.pods import build_worker_pod
-from kubetrain.plan import Children, Create, CreateSshSecret, Delete, DeleteTraining, Plan, decide, status_changed
+from kubetrain.plan import (
+    AddSshHostKey,
+    Children,
+    Create,
+    CreateSshSecret,
+    Delete,
+    DeleteTraining,
+    Plan,
+    decide,
+    status_changed,
+)
 
 NOW = datetime(2026, 11, 21, 12, 0, 0)
 
@@ -48,7 +58,7 @@ def config_children(job: Any) -> dict[str, list[dict]]:
     return {
         "services": [build_service(job)],
         "configmaps": [build_hosts_configmap(job)],
-        "secrets": [{"metadata": {"name": "cifar-ssh"}}],
+        "secrets": [{"metadata": {"name": "cifar-ssh", "labels": {"kubetrain.dev/ssh-host-key": "pinned"}}}],
     }
 
 
@@ -117,6 +127,60 @@ def test_a_launcher_pod_that_succeeded_before_its_job_did_still_means_running() 
     children = Children(pods=[worker(job, 0), worker(job, 1), pod], jobs=[batch], **config_children(job))
     plan = decide(job, {"phase": r.RUNNING, "reason": r.LAUNCHER_RUNNING}, children, NOW)
     assert plan.status["phase"] == r.RUNNING and plan.events == []
+
+
+def with_uid(obj: dict, uid: str, owner: str | None = None) -> dict:
+    obj["metadata"]["uid"] = uid
+    if owner is not None:
+        obj["metadata"]["ownerReferences"] = [{"kind": "Job", "name": "cifar-launcher", "uid": owner}]
+    return obj
+
+
+def test_the_status_lists_the_pods_rank_0_may_report_from_and_no_pod_named_like_them() -> None:
+    job = job_of()
+    batch, pod = launcher(job)
+    with_uid(batch, "launcher-job")
+    forged = with_uid(worker(job, 99), "forged")  # same labels and owner, a name anyone may choose
+    stray = with_uid(launcher(job)[1], "stray")  # a launcher-labelled pod the launcher Job does not own
+    stray["metadata"]["name"] = "cifar-launcher-zzzzz"
+    pods = [with_uid(worker(job, 0), "w0"), with_uid(worker(job, 1), "w1"), with_uid(pod, "l0", "launcher-job"),
+            forged, stray]
+    children = Children(pods=pods, jobs=[batch], **config_children(job))
+    plan = decide(job, {"phase": r.RUNNING}, children, NOW)
+    assert plan.status["podUIDs"] == ["l0", "w0", "w1"]
+
+    oom = {"containerStatuses": [{"name": "worker", "state": {"terminated": {"reason": "OOMKilled", "exitCode": 137}}}]}
+    pods[1] = with_uid(worker(job, 1, phase="Failed", ready=False, **oom), "w1")
+    restart = decide(job, {"phase": r.RUNNING, "podUIDs": ["l0", "w0", "w1"]}, children, NOW)
+    assert restart.status["attempt"] == 1 and restart.status["podUIDs"] == []  # the old attempt reports no more
+
+
+def test_a_resume_rank_0_reports_is_said_in_a_condition_and_one_event_naming_the_writer() -> None:
+    job = job_of()  # uid uid-1
+    batch, pod = launcher(job)
+    children = Children(pods=[worker(job, 0), worker(job, 1), pod], jobs=[batch], **config_children(job))
+    resumed = {"path": "/checkpoints/ml/cifar/ckpt-000007.h5", "epoch": 7, "writtenAt": "2026-11-20T10:00:00Z",
+               "jobUID": "uid-old"}
+    status: dict[str, Any] = {"phase": r.RUNNING, "checkpoint": {"resumedFrom": resumed}}
+    plan = decide(job, status, children, NOW)
+    condition = next(c for c in plan.status["conditions"] if c["type"] == r.COND_CHECKPOINT_RESTORED)
+    assert condition["reason"] == r.RESUMED_FROM_ANOTHER_JOB and condition["message"].startswith(
+        "resumed from epoch 7 of checkpoint /checkpoints/ml/cifar/ckpt-000007.h5 written at 2026-11-20T10:00:00Z by "
+        "job uid uid-old, not this job (uid uid-1)")
+    assert [(e.type, e.message) for e in plan.events] == [("Warning", condition["message"])]
+    again = decide(job, {**status, "conditions": plan.status["conditions"]}, children, NOW)
+    assert again.events == []  # said once
+    resumed["jobUID"] = "uid-1"  # a restart of this job resumes its own checkpoint
+    own = decide(job, {**status, "conditions": plan.status["conditions"]}, children, NOW)
+    assert [(e.type, e.reason) for e in own.events] == [("Normal", r.RESUMED_FROM_CHECKPOINT)]
+    assert own.events[0].message.endswith("by job uid uid-1 (this job)")
+
+
+def test_a_secret_without_a_host_key_gets_one_and_nothing_else_changes() -> None:
+    job = job_of()
+    children = Children(pods=[worker(job, 0, ready=False), worker(job, 1, ready=False)], **config_children(job))
+    children.secrets = [{"metadata": {"name": "cifar-ssh"}}]  # an older operator's: no host key
+    assert decide(job, {"phase": r.PENDING}, children, NOW).actions == [AddSshHostKey()]
 
 
 def test_unschedulable_workers_say_why() -> None:

@@ -164,3 +164,16 @@ def test_scaling_up_adds_workers_and_down_removes_the_highest() -> None:
     assert deleted(plan) == ["cifar-worker-2"] and not created_pods(plan)
     assert plan.status["phase"] == r.RUNNING and plan.status["restarts"] == 0
     assert plan.status["workers"]["lastLeft"].endswith("scaled down to 2 workers")
+
+
+def test_the_ready_endpoints_list_the_ready_workers_the_operator_created_and_no_other_pod() -> None:
+    job = elastic_job()
+    pods = [pod(job, 0), pod(job, 1), pod(job, 2, ready=False), pod(job, 9), killed(job, 1)]
+    pods = [pods[0], pods[2], pods[3], pods[4]]  # worker 1 was killed: it leaves the training
+    forged = pod(job, 0, uid="forged")  # the job's labels and owner, another name
+    forged["metadata"]["name"] = "impostor"
+    for index, made in enumerate([*pods, forged]):
+        made["status"]["podIP"] = f"10.0.0.{index + 1}"
+    plan = decide(job, running_status(job, [0, 1, 2]), children(job, [*pods, forged]), NOW)
+    (endpoints,) = [a.obj for a in plan.actions if isinstance(a, Create) and a.obj["kind"] == "EndpointSlice"]
+    assert [(e["hostname"], e["targetRef"]["uid"]) for e in endpoints["endpoints"]] == [("cifar-worker-0", "uid-0")]

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kubetrain.api import SpecError, parse_job
-from kubetrain.keys import SshKeyPair
+from kubetrain.keys import JobKeys, SshKeyPair
 from kubetrain.manifests.hosts import build_hosts_configmap
 from kubetrain.manifests.launcher import build_launcher_job
 from kubetrain.manifests.pods import build_worker_pod
@@ -26,8 +26,9 @@ LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 QUANTITY = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?\d+)?$")
 FIELD = re.compile(r"^(kind|metadata\.name|spec)([.\[]|$)")
-KEYS = SshKeyPair(private_key="-----BEGIN OPENSSH PRIVATE KEY-----\nx\n-----END OPENSSH PRIVATE KEY-----\n",
+PAIR = SshKeyPair(private_key="-----BEGIN OPENSSH PRIVATE KEY-----\nx\n-----END OPENSSH PRIVATE KEY-----\n",
                   public_key="ssh-ed25519 AAAA kubetrain\n")
+KEYS = JobKeys(client=PAIR, host=PAIR)
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Strategies: what the CRD schema lets through

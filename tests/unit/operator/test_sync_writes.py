@@ -15,7 +15,7 @@ from kubetrain.api import SpecError, parse_job
 from kubetrain.cache import TRAININGS, WORKLOADS, Written, take_snapshot
 from kubetrain.children import WATCHED_KINDS
 from kubetrain.controller import jobs_of
-from kubetrain.keys import generate_ssh_keypair
+from kubetrain.keys import generate_job_keys
 from kubetrain.kube import ChildRefused
 from kubetrain.kueue import PRIORITY_LABEL, QUEUE_LABEL
 from kubetrain.manifests.ssh import build_ssh_secret
@@ -63,15 +63,23 @@ def test_a_new_job_gets_its_children_then_its_status() -> None:
 def test_the_next_pass_sees_what_this_one_wrote_before_the_watch_does() -> None:
     body = training()
     store, written = watch_sees(body), Written()
-    one_pass(RecordingKube(body), store, written)
+    first = RecordingKube(body)
+    one_pass(first, store, written)
     again = RecordingKube(body)
     one_pass(again, store, written)  # the watch has delivered nothing yet
-    assert again.writes == [], "a second pass re-created children or re-wrote an unchanged status"
+    # It records the uids of the pods the first created (the pods that may report progress), nothing else.
+    assert verbs(again) == ["status DistributedTraining"], "a second pass re-created children"
+    (before,), (after,) = first.statuses, again.statuses
+    assert before["podUIDs"] == [] and len(after["podUIDs"]) == 2
+    assert {**after, "podUIDs": []} == before
+    third = RecordingKube(body)
+    one_pass(third, store, written)
+    assert third.writes == [], "a third pass re-wrote an unchanged status"
 
 
 def test_ready_workers_get_the_launcher_then_the_status() -> None:
     body, job = training(), job_of()
-    existing = {**config_children(job), "secrets": [build_ssh_secret(job, generate_ssh_keypair())]}
+    existing = {**config_children(job), "secrets": [build_ssh_secret(job, generate_job_keys())]}
     kube = RecordingKube(body, slow={"Job": 0.2})
     one_pass(kube, watch_sees(body, {**existing, "pods": [worker(job, 0), worker(job, 1)]}), Written())
     writes = verbs(kube)
@@ -116,3 +124,16 @@ def test_the_operator_leaves_the_crd_rules_to_the_api_server_that_stored_the_obj
         parse_job(body)
     assert raised.value.field == "spec.slotsPerWorker"
     assert parse_job(body, admitted=True).spec.slots_per_worker == 2
+
+
+def test_a_secret_an_older_operator_wrote_gets_a_host_key_once_keeping_its_client_key() -> None:
+    body, job = training(), job_of()
+    old = {"metadata": {"name": "cifar-ssh", "namespace": "ml", "labels": {"kubetrain.dev/job-name": "cifar"},
+                        "ownerReferences": [{"uid": "uid-1"}]}}
+    store, written = watch_sees(body, {**config_children(job), "secrets": [old]}), Written()
+    first = RecordingKube(body)
+    one_pass(first, store, written)
+    assert ("patch", "Secret", "cifar-ssh") in first.writes
+    again = RecordingKube(body)
+    one_pass(again, store, written)  # the watch has not shown the patched Secret yet
+    assert ("patch", "Secret", "cifar-ssh") not in again.writes, "a second host key would not match the first"

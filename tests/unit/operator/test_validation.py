@@ -18,6 +18,7 @@ def test_a_valid_spec_passes_and_gets_the_crds_defaults() -> None:
     assert violations(body) == []
     spec = body["spec"]
     assert spec["data"]["mountPath"] == "/data" and spec["checkpoint"]["mountPath"] == "/checkpoints"
+    assert spec["checkpoint"]["resume"] == "Always"
     assert spec["runPolicy"] == {"backoffLimit": 3, "cleanPodPolicy": "Running", "suspend": False}
     assert spec["mpi"] == {"implementation": "OpenMPI"} and spec["runAsUser"] == 1000
     assert "elastic" not in spec, "a default inside an optional object only applies when the object is there"
@@ -37,6 +38,8 @@ def test_a_valid_spec_passes_and_gets_the_crds_defaults() -> None:
     ({"slotsPerWorker": 2}, "spec.slotsPerWorker", "slotsPerWorker must not exceed resources.gpusPerWorker"),
     ({"data": {"mountPath": "/opt"}}, "spec.data.mountPath", "would hide what the image itself needs"),
     ({"checkpoint": {"mountPath": "/tmp/ckpt"}}, "spec.checkpoint.mountPath", "is where kubetrain mounts its own"),
+    ({"checkpoint": {"resume": "Latest"}}, "spec.checkpoint.resume",
+     'Unsupported value: "Latest": supported values: "Always", "SameJob", "Never"'),
     ({"env": [{"name": "A", "value": "1"}, {"name": "B", "valueFrom": {}}]}, "spec.env[1].valueFrom",
      'Invalid value: "object": needs exactly one of fieldRef'),
     ({"runPolicy": {"podFailurePolicy": {"rules": [{"action": "Count", "onPodConditions": [{"type": "X"}]},

@@ -73,3 +73,14 @@ def test_api_failures_are_logged_once_and_never_raised(caplog):
     warnings = [r.message for r in caplog.records if r.levelno == logging.WARNING]
     assert warnings == ["could not report progress to ns/job (training continues): "
                         "ConnectionError: apiserver unreachable"]
+
+
+def test_the_resume_patch_names_the_checkpoint_and_its_writer_and_a_fresh_start_clears_it():
+    from trainlib.resume_policy import Written
+    from trainlib.status_payload import build_resume_patch
+
+    resumed = Written("/checkpoints/ns/job/ckpt-000002.h5", 2, "2024-05-01T11:00:00Z", "uid-1")
+    assert build_resume_patch(resumed) == {"status": {"checkpoint": {"resumedFrom": {
+        "path": "/checkpoints/ns/job/ckpt-000002.h5", "epoch": 2, "writtenAt": "2024-05-01T11:00:00Z",
+        "jobUID": "uid-1"}}}}
+    assert build_resume_patch(None) == {"status": {"checkpoint": {"resumedFrom": None}}}
