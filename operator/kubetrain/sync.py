@@ -17,13 +17,12 @@ from kubetrain.api import Job, SpecError, parse_job
 from kubetrain.cache import TRAININGS, Snapshot, Written
 from kubetrain.children import BY_KIND
 from kubetrain.contract import ENTRYPOINTS_IMAGE
-from kubetrain.keys import generate_job_keys, generate_ssh_keypair
+from kubetrain.keys import generate_job_keys
 from kubetrain.kube import ChildConflict, ChildRefused, Kube
-from kubetrain.manifests.ssh import build_ssh_secret, host_key_patch
+from kubetrain.manifests.ssh import build_ssh_secret
 from kubetrain.metrics import record_transition
 from kubetrain.plan import (
     Action,
-    AddSshHostKey,
     Children,
     Create,
     CreateSshSecret,
@@ -115,7 +114,7 @@ class Writer:
     def patch(self, obj: dict[str, Any]) -> None:
         patched = self.kube.patch(obj)
         kind = BY_KIND.get((obj["apiVersion"], obj["kind"]))
-        if kind is not None and kind.watched:  # the next pass must not patch again (a host key is new each time)
+        if kind is not None and kind.watched:  # the next pass sees the patched fields
             self.written.remember(kind.field, patched)
 
     def status(self, old: dict[str, Any], new: dict[str, Any]) -> None:
@@ -173,8 +172,6 @@ def _call(writer: Writer, action: Action, job: Job) -> Callable[[], None]:
         return lambda: writer.create(build_ssh_secret(job, generate_job_keys(meta['name'])), job.uid)
     if isinstance(action, Patch):
         return lambda: writer.patch(action.obj)
-    if isinstance(action, AddSshHostKey):
-        return lambda: writer.patch(host_key_patch(job, generate_ssh_keypair(f"kubetrain-{meta['name']}-host")))
     if isinstance(action, Delete):
         return lambda: kube.delete(action.api_version, action.kind, meta["namespace"], action.name)
     return lambda: kube.delete_training(meta["namespace"], meta["name"])

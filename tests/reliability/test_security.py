@@ -262,23 +262,3 @@ def test_a_pod_named_like_a_worker_cannot_end_the_job_and_a_worker_reports_progr
     finally:
         plane.kubectl("delete", "pod", "alpha-worker-99", "--namespace", namespace, "--wait=false",
                       "--ignore-not-found")
-
-
-def test_a_secret_without_a_host_key_gets_one_and_keeps_its_client_key(deployed: Deployment) -> None:
-    """What an older operator wrote (no host key, no known_hosts): the operator adds them, once, and leaves the key
-    the running pods log in with as it was."""
-    plane, namespace = deployed.plane, deployed.namespace
-    before = ssh_secret(deployed, "beta")
-    older = {"metadata": {"labels": {"kubetrain.dev/ssh-host-key": None}},
-             "data": {"ssh_host_ed25519_key": None, "ssh_host_ed25519_key.pub": None, "known_hosts": None}}
-    plane.kubectl("patch", "secret", "beta-ssh", "--namespace", namespace, "--type=merge",
-                  f"--patch={json.dumps(older)}")
-    after = wait_until(lambda: (files := ssh_secret(deployed, "beta")).get("known_hosts") and files,
-                       message="the operator to add a host key to beta's Secret")
-    assert after["id_ed25519"] == before["id_ed25519"] and after["authorized_keys"] == before["authorized_keys"]
-    assert after["ssh_host_ed25519_key"] != before["ssh_host_ed25519_key"]
-    host = serialization.load_ssh_private_key(after["ssh_host_ed25519_key"].encode(), password=None)
-    public = host.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
-    assert after["known_hosts"].split()[1:3] == public.decode().split()[:2]
-    time.sleep(3)  # a second host key would not match the first
-    assert ssh_secret(deployed, "beta")["ssh_host_ed25519_key"] == after["ssh_host_ed25519_key"]

@@ -6,12 +6,11 @@ one holding the job's host key."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from kubetrain.api import Job
 from kubetrain.contract import ROLE_CONFIG, SSH_PORT, service_name, ssh_secret_name, worker_name
-from kubetrain.keys import JobKeys, SshKeyPair
+from kubetrain.keys import JobKeys
 from kubetrain.manifests.names import metadata
 
 # A silent peer (its node gone) ends the ssh session after ServerAliveInterval x 3: an elastic job notices sooner.
@@ -20,8 +19,6 @@ ELASTIC_KEEPALIVE_SECONDS = 5
 
 CLIENT_KEY = "id_ed25519"
 HOST_KEY = "ssh_host_ed25519_key"
-# On a Secret that holds the host key: one an older operator wrote lacks it, and gets it (`host_key_patch`).
-HOST_KEY_LABEL = "kubetrain.dev/ssh-host-key"
 # What each pod of the job mounts from the Secret.
 LAUNCHER_KEYS = (CLIENT_KEY, "ssh_config", "known_hosts")
 WORKER_KEYS = ("authorized_keys", HOST_KEY)
@@ -54,37 +51,22 @@ def known_hosts(job: Job, host_public_key: str) -> str:
 
 
 def build_ssh_secret(job: Job, keys: JobKeys) -> dict[str, Any]:
-    host = host_key_patch(job, keys.host)
-    meta = metadata(job, ssh_secret_name(job.name), ROLE_CONFIG)
-    meta["labels"].update(host["metadata"]["labels"])
-    client = {CLIENT_KEY: keys.client.private_key, f"{CLIENT_KEY}.pub": keys.client.public_key,
-              "authorized_keys": keys.client.public_key}
-    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": meta,
-            "stringData": {**client, **host["stringData"]}}
-
-
-def host_key_patch(job: Job, host: SshKeyPair) -> dict[str, Any]:
-    """The Secret's host key part: the key, the launcher's known_hosts and the ssh config that checks it. Merged
-    into a Secret an older operator wrote, it keeps the client key, so running pods go on logging in."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": ssh_secret_name(job.name), "namespace": job.namespace,
-                     "labels": {HOST_KEY_LABEL: "pinned"}},
-        "stringData": {
-            "ssh_config": ssh_client_config(job),
-            HOST_KEY: host.private_key,
-            f"{HOST_KEY}.pub": host.public_key,
-            "known_hosts": known_hosts(job, host.public_key),
-        },
-    }
-
-
-def has_host_key(secret: Mapping[str, Any]) -> bool:
-    return bool(((secret.get("metadata") or {}).get("labels") or {}).get(HOST_KEY_LABEL))
+    """The client key pair, the host key, the launcher's known_hosts and the ssh config that checks it."""
+    host = keys.host
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": metadata(job, ssh_secret_name(job.name), ROLE_CONFIG),
+            "stringData": {CLIENT_KEY: keys.client.private_key, f"{CLIENT_KEY}.pub": keys.client.public_key,
+                           "authorized_keys": keys.client.public_key, "ssh_config": ssh_client_config(job),
+                           HOST_KEY: host.private_key, f"{HOST_KEY}.pub": host.public_key,
+                           "known_hosts": known_hosts(job, host.public_key)}}
 
 
 def ssh_volume(job: Job, keys: tuple[str, ...]) -> dict[str, Any]:
-    """The Secret as a pod volume holding only `keys` (LAUNCHER_KEYS or WORKER_KEYS), 0400."""
-    return {"name": "ssh", "secret": {"secretName": ssh_secret_name(job.name), "defaultMode": 0o400,
+    """The Secret as a pod volume holding only `keys` (LAUNCHER_KEYS or WORKER_KEYS), 0400.
+
+    Optional, so a key missing from the Secret is left out instead of keeping the pod from starting: a Secret an older
+    operator wrote has no host key and no known_hosts. Its workers then make a fresh host key and its launcher's
+    config checks none, as before; the operator may not patch Secrets, so such a job stays unpinned until re-created.
+    """
+    return {"name": "ssh", "secret": {"secretName": ssh_secret_name(job.name), "defaultMode": 0o400, "optional": True,
                                       "items": [{"key": key, "path": key} for key in keys]}}

@@ -21,7 +21,6 @@ from kubetrain.plan.model import (
     SAFETY_REQUEUE_SECONDS,
     WAIT_REQUEUE_SECONDS,
     Action,
-    AddSshHostKey,
     Children,
     Create,
     CreateSshSecret,
@@ -36,7 +35,7 @@ from kubetrain.plan.phase import status_changed
 from kubetrain.plan.world import World, observe
 from kubetrain.pod_state import Failure, is_terminating, iso, job_finished
 
-__all__ = ["Action", "AddSshHostKey", "Children", "Create", "CreateSshSecret", "Delete", "DeleteTraining", "Event",
+__all__ = ["Action", "Children", "Create", "CreateSshSecret", "Delete", "DeleteTraining", "Event",
            "Patch", "Plan", "decide", "status_changed"]
 
 

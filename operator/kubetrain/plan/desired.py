@@ -12,11 +12,9 @@ from kubetrain.manifests.hosts import build_hosts_configmap
 from kubetrain.manifests.launcher import build_launcher_job
 from kubetrain.manifests.pods import build_worker_pod, build_worker_pod_group
 from kubetrain.manifests.service import build_ready_endpoints, build_ready_service, build_service
-from kubetrain.manifests.ssh import has_host_key
 from kubetrain.plan.elastic import departing
 from kubetrain.plan.model import (
     Action,
-    AddSshHostKey,
     Children,
     Create,
     CreateSshSecret,
@@ -44,8 +42,6 @@ def config_actions(job: Job, children: Children) -> list[Action]:
     secret = children.named(children.secrets, ssh_secret_name(job.name))
     if secret is None:
         actions.append(CreateSshSecret())
-    elif not has_host_key(secret):
-        actions.append(AddSshHostKey())
     return actions
 
 

@@ -26,11 +26,6 @@ class CreateSshSecret:
 
 
 @dataclass(frozen=True)
-class AddSshHostKey:
-    """Add a host key to the job's Secret, which an older operator wrote without one (kubetrain.manifests.ssh)."""
-
-
-@dataclass(frozen=True)
 class Patch:
     """Bring an existing child back to the desired fields (drift correction)."""
 
@@ -56,7 +51,7 @@ class Event:
     message: str
 
 
-Action = Create | CreateSshSecret | AddSshHostKey | Patch | Delete | DeleteTraining
+Action = Create | CreateSshSecret | Patch | Delete | DeleteTraining
 
 
 @dataclass

@@ -12,7 +12,6 @@ from kubetrain.api import parse_job
 from kubetrain.manifests.launcher import build_launcher_job
 from kubetrain.manifests.pods import build_worker_pod
 from kubetrain.plan import (
-    AddSshHostKey,
     Children,
     Create,
     CreateSshSecret,
@@ -58,7 +57,7 @@ def config_children(job: Any) -> dict[str, list[dict]]:
     return {
         "services": [build_service(job)],
         "configmaps": [build_hosts_configmap(job)],
-        "secrets": [{"metadata": {"name": "cifar-ssh", "labels": {"kubetrain.dev/ssh-host-key": "pinned"}}}],
+        "secrets": [{"metadata": {"name": "cifar-ssh"}}],
     }
 
 
@@ -176,11 +175,12 @@ def test_a_resume_rank_0_reports_is_said_in_a_condition_and_one_event_naming_the
     assert own.events[0].message.endswith("by job uid uid-1 (this job)")
 
 
-def test_a_secret_without_a_host_key_gets_one_and_nothing_else_changes() -> None:
+def test_a_secret_an_older_operator_wrote_is_left_as_it_is() -> None:
+    """No host key in it: the operator may not patch Secrets; its pods mount it as optional (test_builders)."""
     job = job_of()
     children = Children(pods=[worker(job, 0, ready=False), worker(job, 1, ready=False)], **config_children(job))
-    children.secrets = [{"metadata": {"name": "cifar-ssh"}}]  # an older operator's: no host key
-    assert decide(job, {"phase": r.PENDING}, children, NOW).actions == [AddSshHostKey()]
+    children.secrets = [{"metadata": {"name": "cifar-ssh"}}]
+    assert decide(job, {"phase": r.PENDING}, children, NOW).actions == []
 
 
 def test_unschedulable_workers_say_why() -> None:
