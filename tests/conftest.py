@@ -22,9 +22,9 @@ import pytest
 from tests.reliability.figures import FIGURES, RESULTS
 
 TESTS = Path(__file__).resolve().parent
-# Longest first (minutes in a warm serial run: controlplane 7.0, e2e 6.8, bench 6.5, reliability 6.2, images 5.6,
-# jobs 4.8, launch 0.9, docs 0.4); a tier not listed runs last.
-TIER_ORDER = ("controlplane", "e2e", "bench", "reliability", "images", "jobs", "launch", "docs", "unit")
+# Longest first (minutes in the warm 2-lane run of 2026-11-26: jobs 15.3, e2e 10.7, controlplane 10.3, images 9.6,
+# reliability 9.2, bench 5.9, launch 2.7, docs 0.9); a tier not listed runs last.
+TIER_ORDER = ("jobs", "e2e", "controlplane", "images", "reliability", "bench", "launch", "docs", "unit")
 FIGURES_KEY = "kubetrain_reliability_figures"
 LANE_KEY = "kubetrain_lane"
 

@@ -25,9 +25,9 @@ if rank == "1":
 def test_a_hung_run_fails_with_each_ranks_lines_and_every_live_process_stack(jobs, tmp_path, controller):
     command = jobs.horovodrun_command(controller, ["-c", PROGRAM])
     with pytest.raises(AssertionError) as failure:
-        jobs.run_checked(command, tmp_path, timeout=30)
+        jobs.run_checked(command, tmp_path, timeout=20)
     message = str(failure.value)
-    assert message.startswith("timed out after 30s: ")
+    assert message.startswith("timed out after 20s: ")
     for rank in ("0", "1"):
         assert f"== rank {rank}, last 1 of 1 lines:" in message and f"rank {rank} is up" in message
         assert f"rank {rank} warns" in message
