@@ -200,9 +200,9 @@ def digits_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-@pytest.fixture(scope="session")
-def mnist_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Digits upscaled 3x and padded to 28x28, in IDX files (train gzip-compressed, test plain), then converted."""
+def write_mnist_digits(source: Path, out: Path) -> None:
+    """Digits upscaled 3x and padded to 28x28, written to `source` as IDX files (train gzip-compressed, test plain),
+    then converted by the program's converter into `out`."""
     from sklearn.datasets import load_digits
 
     from mnist.idx import write_idx
@@ -211,11 +211,18 @@ def mnist_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     images = np.round(digits.images * (255.0 / 16.0)).astype(np.uint8)
     images = np.pad(np.kron(images, np.ones((1, 3, 3), np.uint8)), ((0, 0), (2, 2), (2, 2)))
     labels = digits.target.astype(np.uint8)
-    source = tmp_path_factory.mktemp("mnist-idx")
+    source.mkdir(parents=True, exist_ok=True)
     write_idx(str(source / "train-images-idx3-ubyte.gz"), images[:1400])
     write_idx(str(source / "train-labels-idx1-ubyte.gz"), labels[:1400])
     write_idx(str(source / "t10k-images-idx3-ubyte"), images[1400:])
     write_idx(str(source / "t10k-labels-idx1-ubyte"), labels[1400:])
-    out = tmp_path_factory.mktemp("mnist-h5")
+    out.mkdir(parents=True, exist_ok=True)
     run_checked([sys.executable, "-m", "mnist.convert", "--source", str(source), "--out", str(out)], out)
+
+
+@pytest.fixture(scope="session")
+def mnist_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """scikit-learn's digits as MNIST: IDX files converted by the program's converter (write_mnist_digits)."""
+    out = tmp_path_factory.mktemp("mnist-h5")
+    write_mnist_digits(tmp_path_factory.mktemp("mnist-idx"), out)
     return out
