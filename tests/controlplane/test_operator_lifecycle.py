@@ -240,7 +240,8 @@ def test_worker_refused_by_admission_fails_the_job_with_the_api_servers_words(
     assert "no PriorityClass with name no-such-class was found" in failed["message"]
     assert "Change spec.scheduling.priorityClassName: name a PriorityClass that exists" in failed["message"]
     assert not live_pods(control_plane, namespace, "urgent")
-    assert [e for e in events(control_plane, namespace, "urgent") if e["reason"] == "AdmissionDenied"]
+    wait_until(lambda: [e for e in events(control_plane, namespace, "urgent") if e["reason"] == "AdmissionDenied"],
+               timeout=30, message="an AdmissionDenied event")
     assert "Traceback" not in operator.log_text()
     assert operator.alive()
 
@@ -254,7 +255,9 @@ def test_a_kind_the_cluster_does_not_serve_fails_the_job_naming_the_field(
     assert failed["reason"] == "KindNotServed"
     assert "the cluster does not serve PodGroup (scheduling.volcano.sh/v1beta1)" in failed["message"]
     assert "Change spec.scheduling.gang.scheduler: Volcano needs Volcano" in failed["message"]
-    warned = [e for e in events(control_plane, namespace, "herd") if e["reason"] == "KindNotServed"]
+    # the event is written after the status that ends the job
+    warned = wait_until(lambda: [e for e in events(control_plane, namespace, "herd") if e["reason"] == "KindNotServed"],
+                        timeout=30, message="a KindNotServed event")
     assert len(warned) == 1 and warned[0]["type"] == "Warning"
     assert not live_pods(control_plane, namespace, "herd")
     assert "Traceback" not in operator.log_text()
