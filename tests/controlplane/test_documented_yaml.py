@@ -1,6 +1,7 @@
 """Every documented DistributedTraining goes to the real API server as a user would send it, and so does every object
 `kubetrain render` prints for it: the job files (`kubectl create --dry-run=server -f jobs/<program>/<file>.yaml`), the
-README examples (fragments placed into a small job as tests/support/documented.py says), the inline and prose examples.
+examples of the documentation (fragments placed into a small job as tests/support/documented.py says), the inline and
+prose examples.
 All must be accepted (server-side dry run: the CRD's schema and CEL rules, the built-in kinds' validation and
 admission). A job file with a misspelled field is refused, naming the field, which is what `kubetrain render` must
 then do too (tests/docs/test_yaml_examples.py).
@@ -99,7 +100,7 @@ def test_documented_gang_job_and_its_rendered_children_are_accepted(gang_crd: Co
     check_accepted(gang_crd, gang_namespace, example)
 
 
-def test_the_documents_include_job_files_readme_examples_and_gang_fragments() -> None:
+def test_the_documents_include_job_files_documented_examples_and_gang_fragments() -> None:
     # guards the extraction: were it to find nothing, the tests above would check nothing
     assert len([e for e in JOBS if e.path]) >= 6 and len([e for e in JOBS if not e.path]) >= 5
     assert len([e for e in JOBS if e.gang]) >= 2

@@ -141,13 +141,13 @@ def test_suspending_a_running_job_releases_its_quota_to_the_next(
     wait_for_status(plane, namespace, "second", kueue_operator, phase="Running", timeout=180)
 
 
-def test_the_readmes_kueue_objects_are_accepted_by_kueue(kueue_control_plane: ControlPlane,
-                                                         kueue_namespace: str) -> None:
-    """The ResourceFlavor, ClusterQueue and LocalQueue of the README's Kueue section, as Kueue's CRDs and webhooks
+def test_the_documented_kueue_objects_are_accepted_by_kueue(kueue_control_plane: ControlPlane,
+                                                            kueue_namespace: str) -> None:
+    """The ResourceFlavor, ClusterQueue and LocalQueue of docs/kueue.md, as Kueue's CRDs and webhooks
     judge them (server-side dry run; the LocalQueue in the test's namespace)."""
     from test_documented_yaml import documented
 
-    shown = [d.document for d in documented.other_kinds() if d.readme == "README.md" and d.heading == "Kueue"]
+    shown = [d.document for d in documented.other_kinds() if d.file == "docs/kueue.md"]
     assert sorted(doc["kind"] for doc in shown) == ["ClusterQueue", "LocalQueue", "ResourceFlavor"]
     for doc in shown:
         body = {**doc, "metadata": {k: v for k, v in doc["metadata"].items() if k != "namespace"}}

@@ -1,24 +1,28 @@
-"""What the documentation shows a user, extracted literally: every README's fenced code blocks, its YAML examples
-and command lines, and the shipped job files (jobs/*/*.yaml).
+"""What the documentation shows a user, extracted literally: every document's fenced code blocks, its YAML examples,
+command lines and links, and the shipped job files (jobs/*/*.yaml).
 
-READMEs: every README.md in the tree (hidden folders, runs/, node_modules and __pycache__ left out). A fenced block
-is a `yaml` example, a command block (`bash`, `sh`, `shell`, `console`, or a bare block whose lines start with a
-command: the jobs' READMEs write their command lines so) or something else (the layout tree of the top README).
+Documents: every README.md in the tree (hidden folders, runs/, node_modules and __pycache__ left out), every page of
+docs/ (docs/*.md) and CHANGELOG.md. All follow the same rules. A fenced block is a `yaml` example, a command block
+(`bash`, `sh`, `shell`, `console`, or a bare block whose lines start with a command: the jobs' READMEs write their
+command lines so) or something else (the layout tree of docs/development.md).
 
 YAML examples become DistributedTrainings to check (`checked_jobs`):
 - a document with `kind: DistributedTraining` is taken as it is;
-- a document with another kind is not a kubetrain object (the MPIJob in "Compared with mpi-operator"); the tests list
-  each one, by README, heading and kind, with why it is not checked;
+- a document with another kind is not a kubetrain object (the MPIJob of docs/mpi-operator.md); the tests list
+  each one, by file, heading and kind, with why it is not checked;
 - a document without a kind is a fragment of one. Its top keys say where it goes: DistributedTraining spec fields
   (the CRD's spec properties: runPolicy, scheduling, ...) go under `spec`, `metadata`/`spec` at the top of the object;
-  it is deep-merged (mappings merged key by key, anything else replaced) into `BASE`, a small valid job of the README's
-  own image and command with 3 workers, so that the Volcano gang fragment's `minAvailable: 3` fits. A fragment whose
-  top keys fit neither is an error naming it, so a new kind of fragment cannot be skipped silently.
+  it is deep-merged (mappings merged key by key, anything else replaced) into `BASE`, a small valid job of the
+  documentation's own image and command with 3 workers, so that the Volcano gang fragment's `minAvailable: 3` fits.
+  A fragment whose top keys fit neither is an error naming it, so a new kind of fragment cannot be skipped silently.
 - an inline `spec.<path>: <yaml>` span in the prose (`spec.env: [{name: HOROVOD_CYCLE_TIME, value: "20"}]`) is a
   fragment placed at that path;
 - `PROSE_EXAMPLES`: settings the prose describes without a YAML block (GPU node selector and toleration, the
-  podTemplate fields of the resource table), each with the README words it takes literally; those words must still
-  be in the README.
+  podTemplate fields of the resource table), each with the words of its file it takes literally; those words must
+  still be in that file.
+
+Links: every `[text](target)` of a document's prose whose target is a file of the repository (not a URL), with its
+`#anchor` if it has one (`links`); `anchors` gives the anchors a document's headings make, as GitHub makes them.
 
 This module is also loaded by tests/controlplane/test_documented_yaml.py (by file path, see `load` there).
 """
@@ -45,7 +49,7 @@ API_VERSION = "kubetrain.dev/v1alpha1"
 KIND = "DistributedTraining"
 _PRUNED = {"node_modules", "runs", "__pycache__"}
 
-# The base a fragment is merged into: the README's own cifar-mixup image and command, 3 workers (see above).
+# The base a fragment is merged into: the documentation's own cifar-mixup image and command, 3 workers (see above).
 BASE_SPEC: dict[str, Any] = {
     "image": "kubetrain/cifar-mixup:0.1.0",
     "command": ["python", "-m", "cifar_mixup"],
@@ -68,20 +72,23 @@ def rel(path: Path) -> str:
     return str(path.relative_to(REPO))
 
 
-def readme_paths() -> list[Path]:
+def document_paths() -> list[Path]:
+    """Every README.md in the tree, the pages of docs/ and CHANGELOG.md."""
     found = []
     for directory, subdirectories, files in os.walk(REPO):
         subdirectories[:] = sorted(d for d in subdirectories if not d.startswith(".") and d not in _PRUNED)
         if "README.md" in files:
             found.append(Path(directory) / "README.md")
-    return sorted(found)
+    found += (REPO / "docs").glob("*.md")
+    found += [path for path in (REPO / "CHANGELOG.md",) if path.is_file()]
+    return sorted(set(found))
 
 
 @dataclass(frozen=True)
 class Block:
     """A fenced code block: where it is, the heading it is under, its language and its text (dedented)."""
 
-    readme: str
+    file: str
     line: int
     heading: str
     lang: str
@@ -111,7 +118,7 @@ def code_blocks(path: Path) -> list[Block]:
 
 
 def prose(path: Path) -> str:
-    """The README without its fenced blocks (their lines blanked, so line numbers stay)."""
+    """The document without its fenced blocks (their lines blanked, so line numbers stay)."""
     lines, inside = [], False
     for line in path.read_text(encoding="utf-8").splitlines():
         if _FENCE.match(line) or (inside and line.strip() == "```"):
@@ -144,7 +151,7 @@ class Example:
     id: str
     source: str  # where a reader finds it
     body: dict[str, Any]
-    written: Any = None  # the document as the README writes it (a fragment before placing), None for job files
+    written: Any = None  # the example as the documentation writes it (a fragment before placing), None for job files
     path: Path | None = None  # the job file, sent to the API server as it is
 
     @property
@@ -158,7 +165,7 @@ class Example:
 
 @dataclass(frozen=True)
 class YamlDocument:
-    readme: str
+    file: str
     line: int
     heading: str
     index: int  # the document's place in its block (`---` separated), from 0
@@ -167,7 +174,7 @@ class YamlDocument:
 
     @property
     def id(self) -> str:
-        return f"{self.readme}:{self.line}" + (f"#{self.index}" if self.count > 1 else "")
+        return f"{self.file}:{self.line}" + (f"#{self.index}" if self.count > 1 else "")
 
     @property
     def kind(self) -> str | None:
@@ -176,12 +183,12 @@ class YamlDocument:
 
 def yaml_documents() -> list[YamlDocument]:
     documents = []
-    for path in readme_paths():
+    for path in document_paths():
         for block in code_blocks(path):
             if block.lang not in ("yaml", "yml"):
                 continue
             loaded = [doc for doc in yaml.safe_load_all(block.text) if doc is not None]
-            documents += [YamlDocument(block.readme, block.line, block.heading, index, len(loaded), doc)
+            documents += [YamlDocument(block.file, block.line, block.heading, index, len(loaded), doc)
                           for index, doc in enumerate(loaded)]
     return documents
 
@@ -205,7 +212,7 @@ def deep_merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str,
 
 
 def example_name(source: str) -> str:
-    """A DNS label for a fragment's job, from where it is written: README.md:151#1 -> doc-readme-151-1."""
+    """A DNS label for a fragment's job, from where it is written: docs/elastic.md:7 -> doc-docs-elastic-7."""
     stem = re.sub(r"[^a-z0-9]+", "-", source.lower().replace(".md", "")).strip("-")
     return f"doc-{stem}"[-52:].lstrip("-0123456789") or "doc"
 
@@ -228,26 +235,26 @@ def place_fragment(fragment: Any, source: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class ProseExample:
-    """A setting the prose shows without a YAML block: `quote` (the README's words, backticks included) and the
+    """A setting the prose shows without a YAML block: `quote` (the words of `file`, backticks included) and the
     spec fields it stands for."""
 
-    readme: str
+    file: str
     quote: str
     spec: dict[str, Any] = field(default_factory=dict)
 
 
 PROSE_EXAMPLES = (
-    ProseExample("README.md", '`spec.scheduling.nodeSelector` (e.g. `nvidia.com/gpu.present: "true"`)',
+    ProseExample("docs/gpus.md", '`spec.scheduling.nodeSelector` (e.g. `nvidia.com/gpu.present: "true"`)',
                  {"scheduling": {"nodeSelector": {"nvidia.com/gpu.present": "true"}}}),
-    ProseExample("README.md",
+    ProseExample("docs/gpus.md",
                  "`spec.scheduling.tolerations` (commonly "
                  "`{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}`)",
                  {"scheduling": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists",
                                                   "effect": "NoSchedule"}]}}),
-    ProseExample("README.md", "private registries: `spec.podTemplate.spec.imagePullSecrets`",
+    ProseExample("docs/gpus.md", "private registries: `spec.podTemplate.spec.imagePullSecrets`",
                  {"podTemplate": {"spec": {"imagePullSecrets": [{"name": "registry-credentials"}]}}}),
     # The resource table's podTemplate row: every field it names, a container of each role's name and one of another.
-    ProseExample("README.md",
+    ProseExample("docs/reference.md",
                  "`{metadata, spec}` merged into every pod (annotations, securityContext, imagePullSecrets, ...); a "
                  "container named `worker` or `launcher` changes that role's container only, one of another name "
                  "(with its `image`) is added to every pod",
@@ -262,13 +269,13 @@ PROSE_EXAMPLES = (
 
 
 def prose_quote_present(example: ProseExample) -> bool:
-    return squeezed(example.quote) in squeezed((REPO / example.readme).read_text(encoding="utf-8"))
+    return squeezed(example.quote) in squeezed((REPO / example.file).read_text(encoding="utf-8"))
 
 
 def inline_spec_fragments() -> list[tuple[str, dict[str, Any]]]:
     """(source, fragment) for every inline `spec.<path>: <yaml>` span."""
     found = []
-    for path in readme_paths():
+    for path in document_paths():
         for line, span in inline_spans(path):
             match = _INLINE_SPEC.match(span)
             if match:
@@ -285,8 +292,8 @@ def job_file_examples() -> list[Example]:
 
 
 def checked_jobs() -> list[Example]:
-    """Every documented DistributedTraining: the job files, the README examples (fragments placed), the inline spec
-    spans and the prose examples."""
+    """Every documented DistributedTraining: the job files, the documents' examples (fragments placed), the inline
+    spec spans and the prose examples."""
     examples = job_file_examples()
     for document in yaml_documents():
         if document.kind == KIND:
@@ -299,14 +306,14 @@ def checked_jobs() -> list[Example]:
         examples.append(Example(f"{source}-inline", f"{source}, inline", place_fragment(fragment, source),
                                 fragment))
     for index, prose_example in enumerate(PROSE_EXAMPLES):
-        source = f"{prose_example.readme}-prose-{index}"
-        examples.append(Example(source, f"{prose_example.readme}: {prose_example.quote}",
+        source = f"{prose_example.file}-prose-{index}"
+        examples.append(Example(source, f"{prose_example.file}: {prose_example.quote}",
                                 place_fragment(prose_example.spec, source), prose_example.spec))
     return examples
 
 
 def other_kinds() -> list[YamlDocument]:
-    """README YAML documents that are objects of another kind than DistributedTraining."""
+    """YAML documents of the documentation that are objects of another kind than DistributedTraining."""
     return [document for document in yaml_documents() if document.kind not in (None, KIND)]
 
 
@@ -367,7 +374,7 @@ def misspellings() -> list[Misspelling]:
 
 @dataclass(frozen=True)
 class Command:
-    readme: str
+    file: str
     line: int
     text: str
     inline: bool
@@ -409,16 +416,17 @@ def _block_lines(block: Block) -> Iterator[tuple[int, str]]:
             yield start, text
 
 
-def readme_commands() -> list[Command]:
-    """Every command line of the READMEs: each line of a command block (a bare block's lines only where they start a
-    command), and each inline span that starts a command (two words at least, or one of the repository's scripts)."""
+def documented_commands() -> list[Command]:
+    """Every command line of the documentation: each line of a command block (a bare block's lines only where they
+    start a command), and each inline span that starts a command (two words at least, or one of the repository's
+    scripts)."""
     commands = []
-    for path in readme_paths():
+    for path in document_paths():
         for block in code_blocks(path):
             if block.lang in COMMAND_BLOCK_LANGUAGES or block.lang == "":
                 for line, text in _block_lines(block):
                     if block.lang or program_of(text):
-                        commands.append(Command(block.readme, line, text, inline=False))
+                        commands.append(Command(block.file, line, text, inline=False))
         for line, span in inline_spans(path):
             program = program_of(span)
             if program and (len(span.split()) > 1 or _is_script(program)):
@@ -427,8 +435,78 @@ def readme_commands() -> list[Command]:
 
 
 def python_modules() -> list[str]:
-    """Every module the READMEs run as `python -m <module>` (placeholders such as `<program>` are not modules)."""
+    """Every module the documentation runs as `python -m <module>` (placeholders such as `<program>` are not
+    modules)."""
     modules: set[str] = set()
-    for path in readme_paths():
+    for path in document_paths():
         modules.update(_PYTHON_M.findall(path.read_text(encoding="utf-8")))
     return sorted(modules)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Tables and links
+
+
+def table_after(file: str, heading: str, after: str) -> list[list[str]]:
+    """The rows (cells, without the header) of the first table after the sentence starting `after` in the section
+    `heading` (a heading of any level) of `file`."""
+    text = (REPO / file).read_text(encoding="utf-8")
+    section = re.split(rf"^#+ {re.escape(heading)}$", text, maxsplit=1, flags=re.MULTILINE)[1]
+    rows, seen = [], False
+    for line in section[section.index(after):].splitlines():
+        if line.startswith("|"):
+            seen = True
+            cells = [cell.strip() for cell in line.strip("|").split("|")]
+            if not set("".join(cells)) <= set("-: "):
+                rows.append(cells)
+        elif seen:
+            break
+    return rows[1:]
+
+
+_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+@dataclass(frozen=True)
+class Link:
+    file: str
+    line: int
+    target: str  # as written: a path relative to the document, maybe with #anchor
+
+    @property
+    def path(self) -> Path:
+        """The file the link leads to (the document itself for a bare #anchor)."""
+        target = self.target.split("#", 1)[0]
+        return (REPO / self.file).parent / target if target else REPO / self.file
+
+    @property
+    def anchor(self) -> str | None:
+        return self.target.split("#", 1)[1] if "#" in self.target else None
+
+
+def links() -> list[Link]:
+    """Every link of the documents' prose to a file of the repository (URLs and mail addresses left out)."""
+    found = []
+    for path in document_paths():
+        for number, line in enumerate(prose(path).splitlines(), 1):
+            for target in _LINK.findall(line):
+                if not re.match(r"^[a-z][a-z0-9+.-]*:", target):
+                    found.append(Link(rel(path), number, target))
+    return found
+
+
+def anchors(path: Path) -> set[str]:
+    """The anchors GitHub makes for a Markdown file's headings: lower case, punctuation but - and _ dropped, spaces
+    to -, and -1, -2, ... after a repeated one."""
+    made: set[str] = set()
+    for line in prose(path).splitlines():
+        heading = re.match(r"^#+ (.+)$", line)
+        if not heading:
+            continue
+        slug = re.sub(r"[^\w\- ]", "", heading.group(1).strip().lower().replace("`", "")).replace(" ", "-")
+        anchor, count = slug, 0
+        while anchor in made:
+            count += 1
+            anchor = f"{slug}-{count}"
+        made.add(anchor)
+    return made

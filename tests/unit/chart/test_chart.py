@@ -374,3 +374,49 @@ def test_the_chart_asks_for_the_first_kubernetes_that_serves_every_feature_it_us
     assert f"chart requires kubeVersion: >=1.{minor}.0-0" in refused.stderr, refused.stderr
     assert helm("template", RELEASE, str(CHART), "--kube-version", f"1.{minor}.0").returncode == 0
     assert f"Kubernetes 1.{minor} or later" in (REPO / "README.md").read_text()
+
+
+def documented_rules(heading_table: list[list[str]]) -> set[tuple[str, str, str]]:
+    """(API group, resource, verb) of each row of a documented RBAC table: `| group, group | resources | verbs |`."""
+    rules = set()
+    for group_cell, resource_cell, verb_cell, *_ in heading_table:
+        for group in (part.strip().strip('"') for part in group_cell.split(",")):
+            for resource in (part.strip() for part in resource_cell.split(",")):
+                rules |= {(group, resource, verb.strip()) for verb in verb_cell.split(",")}
+    return rules
+
+
+def rendered_rules(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    return {(group, resource, verb) for rule in rules for group in rule["apiGroups"] for resource in rule["resources"]
+            for verb in rule["verbs"]}
+
+
+def test_the_documented_rbac_tables_are_the_charts_rules() -> None:
+    """docs/install.md "What the operator may do" says the operator has these rights and no other: the first table
+    is the ClusterRole (or each watched namespace's Role) with Kueue on, the second the leader's Role."""
+    from tests.support.documented import table_after
+
+    operator_table = table_after("docs/install.md", "What the operator may do", "The chart gives the operator")
+    leader_table = table_after("docs/install.md", "What the operator may do", "Besides, a Role in the release")
+    docs = operator_rbac(render("--set", "kueue.enabled=true"))
+    cluster_role = the(docs, "ClusterRole")
+    leader = [doc for doc in of_kind(docs, "Role") if is_leader_rbac(doc)]
+    assert len(leader) == 1 and len(of_kind(docs, "Role")) == 1, "a Role the documentation does not describe"
+    assert documented_rules(operator_table) == rendered_rules(cluster_role["rules"])
+    assert documented_rules(leader_table) == rendered_rules(leader[0]["rules"])
+    namespaced = [doc for doc in of_kind(operator_rbac(render(*NAMESPACED, "--set", "kueue.enabled=true")), "Role")
+                  if not is_leader_rbac(doc)]
+    assert namespaced and all(rendered_rules(role["rules"]) == documented_rules(operator_table) for role in namespaced)
+
+
+def test_the_memory_sizing_rule_is_the_same_in_values_yaml_and_the_benchmarks() -> None:
+    """The rule is written twice: where a user sets the limit (values.yaml) and beside its measurements."""
+    rule = ("90 MiB plus 6 MiB per 100 jobs of 2 workers, divided by 0.7 for headroom", "about 7,000 such jobs")
+    values = " ".join(line.lstrip("# ") for line in (CHART / "values.yaml").read_text().splitlines())
+    benchmarks = (REPO / "docs" / "benchmarks.md").read_text()
+    for words in rule:
+        assert " ".join(words.split()) in " ".join(values.split()), f"values.yaml no longer says {words!r}"
+        assert " ".join(words.split()) in " ".join(benchmarks.split()), \
+            f"docs/benchmarks.md no longer says {words!r}"
+    limit = float(parse_quantity(container(render())["resources"]["limits"]["memory"])) / 2**20
+    assert int((limit * 0.7 - 90) / 6 * 100) // 1000 == 7, "the default limit no longer holds about 7,000 jobs"

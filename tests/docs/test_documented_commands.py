@@ -1,11 +1,12 @@
-"""Every command line the READMEs show (a line of a command block, or an inline `command` in the prose) either runs
-here, as written, in a test below (`RUN`), or is listed in `NOT_RUN` (or is of a kind in `NOT_RUN_KINDS`) with why it
-cannot run here; a bare `python -m <module>` naming an entry point runs with `--help` (tests/docs/test_job_commands.py).
-A command added to a README without either fails `test_every_readme_command_is_run_or_listed`.
+"""Every command line the documentation shows (every README.md, the pages of docs/ and CHANGELOG.md: a line of a
+command block, or an inline `command` in the prose) either runs here, as written, in a test below (`RUN`), or is
+listed in `NOT_RUN` (or is of a kind in `NOT_RUN_KINDS`) with why it cannot run here; a bare `python -m <module>`
+naming an entry point runs with `--help` (tests/docs/test_job_commands.py). A command added to any of them without
+either fails `test_every_documented_command_is_run_or_listed`.
 
 The commands run as a user who activated the environment would run them (its bin first on PATH), in a temporary
-working copy holding the job files, so that what they write (runs/, training.csv) lands there. Where a README writes
-to the data volume's path `/data`, that folder is one of the test's own; every other argument is the README's."""
+working copy holding the job files, so that what they write (runs/, training.csv) lands there. Where a document writes
+to the data volume's path `/data`, that folder is one of the test's own; every other argument is the document's."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.documented import JOB_FILES, REPO, Command, python_modules, readme_commands
+from tests.support.chart import helm_binary
+from tests.support.documented import JOB_FILES, REPO, Command, documented_commands, python_modules, table_after
 
 # Commands a test below runs, and which test.
 RUN = {
@@ -29,7 +31,7 @@ RUN = {
     "python -m cifar_mixup.convert digits --out runs/digits/cifar10": "test_running_a_job_on_your_machine",
     "kubetrain run jobs/cifar_mixup/job.yaml --local --data-dir runs/digits --checkpoint-dir runs -- --epochs 2":
         "test_running_a_job_on_your_machine",
-    "kubetrain render jobs/cifar_mixup/job.yaml": "test_render_prints_the_objects_of_the_readme_table",
+    "kubetrain render jobs/cifar_mixup/job.yaml": "test_render_prints_the_objects_of_the_reference_table",
     "python -m higgs.synthetic training.csv --events 20000": "test_higgs_readme_from_synthetic_events_to_a_model",
     "python -m higgs.convert training.csv /data/higgs": "test_higgs_readme_from_synthetic_events_to_a_model",
     "horovodrun -np 2 python -m higgs --data-dir /data/higgs --trainer allreduce":
@@ -66,7 +68,7 @@ NOT_RUN = {
                                "measured): a test must never run it",
     ".ci/run": TIER,
     "make images": BUILD,
-    "images/build.sh base cifar_mixup": BUILD,
+    "images/build.sh base entrypoints cifar_mixup": BUILD,
     ".ci/base-images": BUILD,
     "tests/controlplane/build.sh": BUILD,
     "tests/controlplane/build-gang-schedulers.sh": BUILD,
@@ -77,8 +79,8 @@ NOT_RUN = {
     ".ci/docker-engine": "starts a Docker engine (root, daemon): .ci/setup runs it",
     "docker build -f images/base/Dockerfile --build-arg BASE_IMAGE=tensorflow/tensorflow:2.15.0-gpu --build-arg "
     "VARIANT=gpu -t <registry>/kubetrain/base:0.1.0-gpu .":
-        "pulls tensorflow/tensorflow:2.15.0-gpu from a registry (none reachable here) for GPU nodes; the README says "
-        "CI has never built it",
+        "pulls tensorflow/tensorflow:2.15.0-gpu from a registry (none reachable here) for GPU nodes; docs/gpus.md "
+        "says CI has never built it",
     "mpirun --version": INSIDE_PODS,
     "mpirun -np <ranks> --hostfile ... --bind-to none --map-by slot -x <every forwarded variable>": INSIDE_PODS,
     "/bin/sh": MENTION,
@@ -91,7 +93,15 @@ NOT_RUN = {
         f"{CLUSTER}; tests/controlplane/test_helm_install.py installs the chart",
     "helm install kubetrain charts/kubetrain --namespace kubetrain-system --create-namespace --set "
     "'watch.namespaces={team-a,team-b}'": f"{CLUSTER}; tests/controlplane/test_helm_install.py installs the chart",
-    "helm upgrade --reuse-values --set 'watch.namespaces={a,b,new}'": CLUSTER,
+    "helm upgrade kubetrain charts/kubetrain --namespace kubetrain-system --reuse-values --set "
+    "'watch.namespaces={a,b,new}'": f"{CLUSTER}; test_documented_helm_lines_render renders it",
+    "helm upgrade kubetrain charts/kubetrain --namespace kubetrain-system --reuse-values":
+        f"{CLUSTER}; test_documented_helm_lines_render renders it",
+    "helm install kubetrain charts/kubetrain --namespace kubetrain-system --create-namespace --set "
+    "image.repository=registry.example.com/kubetrain/operator --set "
+    "entrypoints.image.repository=registry.example.com/kubetrain/entrypoints --set "
+    "'imagePullSecrets[0].name=registry-credentials'": f"{CLUSTER}; test_documented_helm_lines_render renders it",
+    "kubectl create secret docker-registry": MENTION,
     "helm install": MENTION,
     "helm install kubetrain": MENTION,
     "helm upgrade": MENTION,
@@ -152,12 +162,12 @@ NOT_RUN = {
 # Whole kinds of command, and why none of them runs here: `pytest -m <tier>` or `pytest tests/<tier>` is a test tier.
 NOT_RUN_KINDS = ((re.compile(r"(python3? -m )?pytest( .*)?"), TIER),)
 _BARE_PYTHON_M = re.compile(r"python3? -m ([A-Za-z_][A-Za-z0-9_.]*)")
-COMMANDS = readme_commands()
+COMMANDS = documented_commands()
 
 
-def readme_command(text: str) -> list[str]:
-    """The README's command line `text` (it must still be in a README), split as the shell splits it."""
-    assert text in {command.text for command in COMMANDS}, f"no README shows `{text}` any more: update RUN"
+def documented_command(text: str) -> list[str]:
+    """The command line `text` of the documentation (it must still be in a document), split as the shell splits it."""
+    assert text in {command.text for command in COMMANDS}, f"no document shows `{text}` any more: update RUN"
     return shlex.split(text)
 
 
@@ -190,7 +200,7 @@ def option(words: list[str], name: str) -> str:
     return words[words.index(name) + 1]
 
 
-def test_every_readme_command_is_run_or_listed() -> None:
+def test_every_documented_command_is_run_or_listed() -> None:
     help_covered = {command.text for command in COMMANDS
                     if (match := _BARE_PYTHON_M.fullmatch(command.text)) and match.group(1) in python_modules()}
     missing: dict[str, Command] = {}
@@ -199,26 +209,46 @@ def test_every_readme_command_is_run_or_listed() -> None:
         if command.text not in RUN and command.text not in NOT_RUN and command.text not in help_covered \
                 and not of_a_kind:
             missing.setdefault(command.text, command)
-    assert not missing, "README commands neither run by a test (RUN) nor listed with why not (NOT_RUN): " + \
-        "; ".join(f"{c.readme}:{c.line}: {text}" for text, c in missing.items())
+    assert not missing, "documented commands neither run by a test (RUN) nor listed with why not (NOT_RUN): " + \
+        "; ".join(f"{c.file}:{c.line}: {text}" for text, c in missing.items())
     texts = {command.text for command in COMMANDS}
     stale = sorted(set(RUN) - texts) + sorted(set(NOT_RUN) - texts)
-    assert not stale, f"RUN/NOT_RUN list commands no README shows any more: {stale}"
+    assert not stale, f"RUN/NOT_RUN list commands no document shows any more: {stale}"
     assert not set(RUN) & set(NOT_RUN)
 
 
-def test_the_readmes_show_the_command_lines_this_tier_was_written_for() -> None:
+def test_the_documentation_shows_the_command_lines_this_tier_was_written_for() -> None:
     # guards the extraction: a broken parser would find nothing and the test above would pass on nothing
-    blocks = {command.text for command in COMMANDS if not command.inline}
-    assert {"make demo", "kubetrain render jobs/cifar_mixup/job.yaml",
-            "python -m higgs.synthetic training.csv --events 20000"} <= blocks
-    assert any(command.inline and command.text == "make unit" for command in COMMANDS)
+    blocks = {(command.file, command.text) for command in COMMANDS if not command.inline}
+    assert {("README.md", "make demo"), ("docs/run-locally.md", "kubetrain render jobs/cifar_mixup/job.yaml"),
+            ("jobs/higgs/README.md", "python -m higgs.synthetic training.csv --events 20000"),
+            ("docs/install.md", "kubectl apply -f charts/kubetrain/crds/")} <= blocks
+    assert any(command.inline and command.text == "make unit" and command.file == "docs/development.md"
+               for command in COMMANDS)
+    assert {command.file for command in COMMANDS} >= {"README.md"} | {
+        f"docs/{page}.md" for page in ("install", "kind", "troubleshooting", "benchmarks", "development")}
+
+
+HELM_LINE = re.compile(r"helm (install|upgrade) \S+ charts/kubetrain( .*)?")
+
+
+def test_documented_helm_lines_render() -> None:
+    # Installing needs a cluster. Each `helm install` or `helm upgrade` line of the documentation is rendered instead
+    # (`helm template`, same release, chart and values): a value the chart's schema refuses fails here.
+    lines = [command for command in COMMANDS if HELM_LINE.fullmatch(command.text)]
+    assert len({command.text for command in lines}) >= 5, [command.text for command in lines]
+    for command in lines:
+        words = shlex.split(command.text)
+        flags = [word for word in words[4:] if word not in ("--create-namespace", "--reuse-values")]
+        done = subprocess.run([str(helm_binary()), "template", words[2], words[3], *flags], cwd=REPO,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, f"{command.file}:{command.line}: {command.text}: {done.stderr}"
 
 
 def test_the_users_path_run_local_asks_for_the_data_folder(tmp_path: Path) -> None:
-    # README "The user's path": `kubetrain run jobs/cifar_mixup/job.yaml --local`, "the same spec, on this machine".
+    # README "A 30-second example": `kubetrain run jobs/cifar_mixup/job.yaml --local`, "the same spec, on this machine".
     # This machine has no data volume at /data: the run must stop before starting anything, naming /data and the flag.
-    words = readme_command("kubetrain run jobs/cifar_mixup/job.yaml --local")
+    words = documented_command("kubetrain run jobs/cifar_mixup/job.yaml --local")
     if os.path.exists("/data"):
         pytest.skip("this machine has /data, which the job would read")
     cwd = working_copy(tmp_path)
@@ -229,9 +259,9 @@ def test_the_users_path_run_local_asks_for_the_data_folder(tmp_path: Path) -> No
 
 
 def test_running_a_job_on_your_machine(tmp_path: Path) -> None:
-    # README "Running a job on your machine", its first two lines in order.
-    convert = readme_command("python -m cifar_mixup.convert digits --out runs/digits/cifar10")
-    train = readme_command("kubetrain run jobs/cifar_mixup/job.yaml --local --data-dir runs/digits "
+    # docs/run-locally.md, its first two lines in order.
+    convert = documented_command("python -m cifar_mixup.convert digits --out runs/digits/cifar10")
+    train = documented_command("kubetrain run jobs/cifar_mixup/job.yaml --local --data-dir runs/digits "
                            "--checkpoint-dir runs -- --epochs 2")
     cwd = working_copy(tmp_path)
     done = run(convert, cwd, timeout=300)
@@ -246,31 +276,16 @@ def test_running_a_job_on_your_machine(tmp_path: Path) -> None:
     assert (job_dir / "history.json").is_file() and (job_dir / "history.png").is_file()
 
 
-def readme_table(heading: str, after: str) -> list[list[str]]:
-    """The rows (cells) of the first table after the sentence starting `after` in the README's section `heading`."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text.split(f"\n## {heading}\n", 1)[1]
-    rows, seen = [], False
-    for line in section[section.index(after):].splitlines():
-        if line.startswith("|"):
-            seen = True
-            cells = [cell.strip() for cell in line.strip("|").split("|")]
-            if not set("".join(cells)) <= set("-: "):
-                rows.append(cells)
-        elif seen:
-            break
-    return rows[1:]  # without the header
-
-
-def test_render_prints_the_objects_of_the_readme_table() -> None:
-    # README "The user's path": for each DistributedTraining the operator creates the objects of its table, "all
-    # owned by it" and "all labelled kubetrain.dev/job-name=<name>"; `kubetrain render` prints them.
-    done = run(readme_command("kubetrain render jobs/cifar_mixup/job.yaml"), REPO, timeout=120)
+def test_render_prints_the_objects_of_the_reference_table() -> None:
+    # docs/reference.md "What the operator creates": for each DistributedTraining the operator creates the objects of
+    # its table, "all owned by it" and "all labelled kubetrain.dev/job-name=<name>"; `kubetrain render` prints them.
+    done = run(documented_command("kubetrain render jobs/cifar_mixup/job.yaml"), REPO, timeout=120)
     assert done.returncode == 0 and not done.stderr, done.stderr
     objects: list[dict[str, Any]] = [doc for doc in yaml.safe_load_all(done.stdout) if doc]
     name = "cifar-mixup"
-    table = readme_table("The user's path", "For each DistributedTraining the operator creates")
-    assert table, "the README's table of objects is gone"
+    table = table_after("docs/reference.md", "What the operator creates",
+                        "For each DistributedTraining the operator creates")
+    assert table, "docs/reference.md's table of objects is gone"
     rows = []
     for cells in table:
         kinds = [kind.strip().removesuffix("s") if kind.strip() == "Pods" else kind.strip()
@@ -282,10 +297,10 @@ def test_render_prints_the_objects_of_the_readme_table() -> None:
     for kinds, patterns in rows:
         for kind in kinds:
             assert any(k == kind and any(re.fullmatch(p, n) for p in patterns) for k, n in shown), \
-                f"the README's table promises a {kind} named {patterns}; render shows {shown}"
+                f"docs/reference.md's table promises a {kind} named {patterns}; render shows {shown}"
     unlisted = [(k, n) for k, n in shown
                 if not any(k in kinds and any(re.fullmatch(p, n) for p in patterns) for kinds, patterns in rows)]
-    assert not unlisted, f"render shows objects the README's table does not list: {unlisted}"
+    assert not unlisted, f"render shows objects docs/reference.md's table does not list: {unlisted}"
     for o in objects:
         assert o["metadata"]["labels"]["kubetrain.dev/job-name"] == name, o["metadata"]
         assert [(ref["kind"], ref["name"]) for ref in o["metadata"]["ownerReferences"]] == [
@@ -294,9 +309,9 @@ def test_render_prints_the_objects_of_the_readme_table() -> None:
 
 def test_higgs_readme_from_synthetic_events_to_a_model(tmp_path: Path) -> None:
     # jobs/higgs/README.md: synthetic events in the challenge format, converted to HDF5, trained with allreduce.
-    synthetic = readme_command("python -m higgs.synthetic training.csv --events 20000")
-    convert = readme_command("python -m higgs.convert training.csv /data/higgs")
-    train = readme_command("horovodrun -np 2 python -m higgs --data-dir /data/higgs --trainer allreduce")
+    synthetic = documented_command("python -m higgs.synthetic training.csv --events 20000")
+    convert = documented_command("python -m higgs.convert training.csv /data/higgs")
+    train = documented_command("horovodrun -np 2 python -m higgs --data-dir /data/higgs --trainer allreduce")
     volume = tmp_path / "data"
     for words in (synthetic, convert):
         done = run(on_volume(words, volume), tmp_path, timeout=300)
@@ -310,7 +325,7 @@ def test_higgs_readme_from_synthetic_events_to_a_model(tmp_path: Path) -> None:
 
 def test_ucluster_synthetic_writes_the_layout_the_job_reads(tmp_path: Path) -> None:
     # jobs/ucluster/README.md: `--data-dir` holds train_files.txt and test_files.txt naming HDF5 files.
-    words = on_volume(readme_command("python -m ucluster.synthetic /data/ucluster"), tmp_path / "data")
+    words = on_volume(documented_command("python -m ucluster.synthetic /data/ucluster"), tmp_path / "data")
     done = run(words, tmp_path, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     data = tmp_path / "data" / "ucluster"
