@@ -121,6 +121,7 @@ def soak(case: Case, data: Path, scratch: Path, runs: int, timeout: int) -> tupl
         try:
             cycle(case, data, work, timeout)
         except AssertionError as failure:
+            print(f"{case.name}: cycle {run + 1} FAILED\n{failure}", flush=True)
             return run, time.monotonic() - started, f"cycle {run + 1}: {failure}"
         print(f"{case.name}: {run + 1}/{runs}", flush=True)
     return runs, time.monotonic() - started, ""
