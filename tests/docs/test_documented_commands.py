@@ -138,6 +138,11 @@ NOT_RUN = {
     "horovodrun --mpi": MENTION,
     "python -m <program>": PLACEHOLDER,
     "kubetrain run job.yaml --local": PLACEHOLDER,
+    ".venv/bin/python -m tests.jobs.soak --runs 50":
+        "every kill-and-resume case 50 times, about 5 hours here; `python -m tests.jobs.soak --help` runs here and "
+        "the jobs tier runs one kill-and-resume of each program",
+    ".venv/bin/python -m tests.jobs.soak --runs 5 --cases higgs-mpi":
+        "the higgs MPI cases 5 times each, about half an hour here; `python -m tests.jobs.soak --help` runs here",
     ".venv/bin/python -m tests.bench --size full":
         "the full benchmark (500 jobs against two operators, training benchmarks at full size): far beyond a test; "
         "the bench tier runs --size small and `python -m tests.bench --help` runs here",

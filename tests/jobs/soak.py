@@ -128,7 +128,7 @@ def soak(case: Case, data: Path, scratch: Path, runs: int, timeout: int) -> tupl
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tests.jobs.soak", description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=50, help="cycles per case (default: 50)")
     parser.add_argument("--cases", default="", help="only the cases whose name contains this")
     parser.add_argument("--parallel", type=int, default=2, help="cases run at once (default: 2, as the tiers' lanes)")
