@@ -24,8 +24,13 @@ from pathlib import Path
 
 from higgs.trainers import SETTINGS
 from tests.jobs.conftest import horovodrun_command, kill_when, run_checked, start_job, write_mnist_digits
+from tests.jobs.test_cifar_mixup import cifar_mixup
+from tests.jobs.test_higgs_jobs import SMALL_NETWORK, higgs
+from tests.jobs.test_mnist import mnist
+from tests.jobs.test_ucluster_jobs import TINY_NETWORK, ucluster
 from trainlib.checkpoints import CheckpointManager, state_digest
 
+# The command lines and network sizes are the jobs tier's (its test modules), so a cycle runs what its tests run.
 EPOCHS = 3
 STARTED = re.compile(r"training starts at epoch (\d+) with weights digest (\w+) on all 2 ranks")
 
@@ -41,27 +46,22 @@ class Case:
 
 
 def higgs_args(trainer: str) -> Callable[[Path, Path], list[str]]:
-    return lambda data, checkpoints: [
-        "-m", "higgs", "--data-dir", str(data), "--checkpoint-dir", str(checkpoints), "--trainer", trainer,
-        "--epochs", str(EPOCHS), "--batch-size", "16", "--hidden-units", "64", "--seed", "2"]
+    return lambda data, checkpoints: higgs(
+        "--data-dir", str(data), "--checkpoint-dir", str(checkpoints), "--trainer", trainer, "--epochs", str(EPOCHS),
+        "--batch-size", "16", *SMALL_NETWORK)
 
 
 def cifar_mixup_args(data: Path, checkpoints: Path) -> list[str]:
-    from cifar_mixup.demo import DIGITS_FLAGS
-
-    return ["-m", "cifar_mixup", "--data-dir", str(data), "--checkpoint-dir", str(checkpoints), "--epochs",
-            str(EPOCHS), *DIGITS_FLAGS, "--seed", "1"]
+    return cifar_mixup(data, checkpoints, EPOCHS)
 
 
 def mnist_args(data: Path, checkpoints: Path) -> list[str]:
-    return ["-m", "mnist", "--data-dir", str(data), "--checkpoint-dir", str(checkpoints), "--epochs", str(EPOCHS),
-            "--batch-size", "32", "--seed", "2"]
+    return mnist(data, checkpoints, EPOCHS)
 
 
 def ucluster_args(data: Path, checkpoints: Path) -> list[str]:
-    return ["-m", "ucluster", "--data-dir", str(data), "--checkpoint-dir", str(checkpoints), "--epochs", str(EPOCHS),
-            "--epochs-pretrain", "1", "--batch-size", "16", "--neighbors", "4", "--edge-widths", "4,8",
-            "--conv-widths", "8,8,16,16", "--dense-widths", "16,16", "--kmeans-samples", "200", "--seed", "3"]
+    return ucluster("--data-dir", str(data), "--checkpoint-dir", str(checkpoints), "--epochs", str(EPOCHS),
+                    "--epochs-pretrain", "1", *TINY_NETWORK)
 
 
 def all_cases() -> list[Case]:
