@@ -6,10 +6,28 @@
 # the Horovod wheel .ci/setup built on this machine into the base image's context (images/base/wheels/) so Horovod is
 # compiled once per machine. Docker's layer cache does the rest: a change in jobs/ rebuilds only the program layers.
 # Prints one line per image: name, build seconds, size.
-# Usage: images/build.sh [image...]   (default: all; names as in images/, e.g. base operator cifar_mixup)
+# With --registry R, each image is also tagged R/kubetrain/<name>:<tag>; with --push too, those tags are pushed to R
+# (`docker login R` first where it needs one). The chart's imageRegistry=R then pulls the operator and entrypoints from
+# there, and a job names its image R/kubetrain/<program>:<tag>.
+# Usage: images/build.sh [--registry R [--push]] [image...]   (default: all; names as in images/, e.g. base operator
+#        cifar_mixup)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
+registry="" push=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --registry) registry=${2:?--registry needs a registry, e.g. localhost:5001}; registry=${registry%/}; shift 2 ;;
+    --push) push=1; shift ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "images: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) break ;;
+  esac
+done
+if [ "$push" = 1 ] && [ -z "$registry" ]; then
+  echo "images: --push needs --registry R: the registry to push to (e.g. --registry localhost:5001)" >&2
+  exit 2
+fi
 "$repo/.ci/docker-engine"
 "$repo/.ci/base-images"
 
@@ -37,6 +55,18 @@ build() { # build IMAGE-DIR: docker build of images/<dir>/Dockerfile as kubetrai
   rm -f /tmp/kubetrain-build-$$.log
   printf 'images: %-28s %4ss  %s\n' "$name" "$((SECONDS - start))" \
     "$(docker image inspect --format '{{.Size}}' "$name" | numfmt --to=si --suffix=B)"
+  [ -n "$registry" ] || return 0
+  docker tag "$name" "$registry/$name"
+  if [ "$push" = 1 ]; then
+    start=$SECONDS
+    if ! docker push --quiet "$registry/$name" >/tmp/kubetrain-push-$$.log 2>&1; then
+      tail -n 20 /tmp/kubetrain-push-$$.log >&2
+      echo "images: FAILED: docker push $registry/$name" >&2
+      exit 1
+    fi
+    rm -f /tmp/kubetrain-push-$$.log
+    printf 'images: %-28s %4ss  pushed\n' "$registry/$name" "$((SECONDS - start))"
+  fi
 }
 for dir in "${wanted[@]}"; do
   [ -f "images/$dir/Dockerfile" ] || { echo "images: no images/$dir/Dockerfile" >&2; exit 2; }

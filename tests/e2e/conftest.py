@@ -1,10 +1,10 @@
 """Fixtures of the kind tests (the harness: tests/support/kind_cluster.py, kind_jobs.py, kind_manifests.py).
 
-- `kind` (module): a new kind cluster with kubetrain's images loaded, deleted at the end unless KUBETRAIN_E2E_KEEP=1;
-  every test is skipped, with the reason, where Docker or kind cannot run.
-- `installed` (module): the same cluster once `helm install` has made the operator Ready.
-- `volumes` (module): the namespace of the tests' jobs with the claims of the data and checkpoint volumes.
-- `digits` (module): where scikit-learn's digits are on the data volume, written there by a Job.
+- `kind` (module): the settings' cluster, not yet created, with the tests' images built; everything removed at the end
+  unless KUBETRAIN_E2E_KEEP=1; every test is skipped, with the reason, where Docker or kind cannot run.
+- `quick_start` (module): the README's kind quick start, run as written (the commands and their output), with every
+  phase of the cluster's DistributedTrainings recorded from `helm install` on.
+- `installed` (module): that cluster, its pods free to use every node.
 - `jobs` (function): the DistributedTrainings this test creates (`kind_jobs.Jobs`), in the installed cluster.
 
 When a test fails, its report ends with each of its jobs' status, events and pods' logs and the operator's log; the
@@ -15,12 +15,24 @@ directory, which the report names.
 from __future__ import annotations
 
 from collections.abc import Generator, Iterator
+from dataclasses import dataclass
 
 import pytest
 
-from tests.support.kind_cluster import JOB_IMAGE, KindCluster, missing_prerequisite, running, settings_from_environment
+from tests.support.documented import REPO, section_commands
+from tests.support.kind_cluster import KindCluster, missing_prerequisite, running, settings_from_environment
 from tests.support.kind_jobs import Jobs, PhaseRecorder
-from tests.support.kind_manifests import DIGITS, prepare_digits
+
+QUICK_START = "Quick start on kind"  # the README's heading
+
+
+@dataclass(frozen=True)
+class QuickStart:
+    """What the quick start's commands printed (by command line) and the phases its cluster's jobs went through."""
+
+    outputs: dict[str, str]
+    recorder: PhaseRecorder
+
 
 DUMPED = pytest.StashKey[set[int]]()
 
@@ -36,33 +48,30 @@ def kind(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KindCluster]:
 
 
 @pytest.fixture(scope="module")
-def installed(kind: KindCluster) -> KindCluster:
-    kind.install_operator()
+def quick_start(kind: KindCluster) -> Iterator[QuickStart]:
+    recorder = PhaseRecorder(kind, kind.settings.artifacts / "phases.txt")
+
+    def after(command: str) -> None:
+        if command.startswith("helm install"):  # the CRD exists from here on
+            recorder.start()
+
+    try:
+        outputs = kind.run_documented(section_commands(REPO / "README.md", QUICK_START), after,
+                                      timeout=3 * 3600)
+        yield QuickStart(outputs, recorder)
+    finally:
+        recorder.stop()
+
+
+@pytest.fixture(scope="module")
+def installed(quick_start: QuickStart, kind: KindCluster) -> KindCluster:
+    kind.use_every_node()
     return kind
-
-
-@pytest.fixture(scope="module")
-def volumes(kind: KindCluster) -> KindCluster:
-    kind.create_volumes()
-    return kind
-
-
-@pytest.fixture(scope="module")
-def phase_recorder(volumes: KindCluster) -> Iterator[PhaseRecorder]:
-    recorder = PhaseRecorder(volumes, volumes.settings.artifacts / "phases.txt").start()
-    yield recorder
-    recorder.stop()
-
-
-@pytest.fixture(scope="module")
-def digits(volumes: KindCluster) -> str:
-    volumes.run_job(prepare_digits(JOB_IMAGE))
-    return DIGITS
 
 
 @pytest.fixture
-def jobs(installed: KindCluster, phase_recorder: PhaseRecorder) -> Jobs:
-    return Jobs(installed, phase_recorder)
+def jobs(installed: KindCluster, quick_start: QuickStart) -> Jobs:
+    return Jobs(installed, quick_start.recorder)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -1,12 +1,13 @@
-"""The user's path on a kind cluster, one test per scenario, in this order: install the chart, train cifar_mixup to
-Succeeded with progress and checkpoints, a user's own image, a restart after a lost worker, an elastic job that loses
-a worker and grows by `kubectl scale` without restarting, a missing image, delete, uninstall.
+"""The user's path on a kind cluster, one test per scenario, in this order: the README's kind quick start run as
+written (cluster, registry, images pushed, chart, volumes, a cifar_mixup job to Succeeded, its curve), a user's own
+image, a restart after a lost worker, an elastic job that loses a worker and grows by `kubectl scale` without
+restarting, a missing image, delete, upgrade, uninstall.
 
-A test asks for the state it needs (conftest.py): run alone, a training installs the chart and prepares the data
-first. Delete and uninstall clean up what the tests before them left. The cluster is made from the kind and node image
-tests/e2e/kind-node/build.sh made on this machine (`make test` builds them), else from kind on PATH with its default
-node image; its settings (KUBETRAIN_E2E_*, KUBETRAIN_KIND_*) are in tests/support/kind_cluster.py. Skipped, with the
-reason, only where Docker or kind cannot run."""
+Every test runs on the quick start's cluster (conftest.py), so `-k restart` runs the quick start first. The cluster is
+made from the kind and node image tests/e2e/kind-node/build.sh made on this machine (`make test` builds them), else
+from kind on PATH with its default node image; what this machine changes in the quick start, and the settings
+(KUBETRAIN_E2E_*, KUBETRAIN_KIND_*), are in tests/support/kind_cluster.py. Skipped, with the reason, only where
+Docker or kind cannot run."""
 
 from __future__ import annotations
 
@@ -16,26 +17,37 @@ from datetime import datetime
 from typing import Any
 
 import pytest
+import yaml
 
 from kubetrain.children import CHILD_KINDS
 from kubetrain.contract import LABEL_JOB, ROLE_LAUNCHER, launcher_name, worker_name
 from kubetrain.reasons import FAILED, IMAGE_PULL_FAILED, PENDING, RESTARTING, RUNNING, STARTING, SUCCEEDED
+from tests.e2e.conftest import QuickStart
 from tests.support.kind_cluster import (
     CRD,
+    CURVE,
     JOB_IMAGE,
     LOG,
     NAMESPACE,
     OWN_IMAGE,
+    REGISTRY,
     RELEASE,
     SYSTEM_NAMESPACE,
     KindCluster,
     poll,
 )
 from tests.support.kind_jobs import Jobs, field
-from tests.support.kind_manifests import CHECKPOINT_MOUNT, cifar_mixup, elastic, own_image, read_checkpoints
+from tests.support.kind_manifests import (
+    CHECKPOINT_MOUNT,
+    CIFAR_MIXUP_JOB,
+    cifar_mixup,
+    elastic,
+    own_image,
+    read_checkpoints,
+)
 from tests.support.programs import TAG
 
-# The first test also builds what is missing, creates the cluster and loads the images.
+# The quick start builds what is missing, creates the cluster and pushes the images.
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(2 * 3600)]
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -44,49 +56,47 @@ LEARNED = 0.3
 RANKS_TRAIN_FROM = re.compile(r"(\d+) ranks train from epoch (\d+), step (\d+)")
 
 
-def test_install(installed: KindCluster) -> None:
-    """`helm install` with the operator image loaded by `kind load docker-image`: the CRD is Established, the
-    operator's pod Ready, and `kubectl get dtr` answers on the new cluster."""
-    assert installed.crd_established()
-    assert installed.operator_pods_ready()
-    answer = installed.kubectl_result("get", "distributedtrainings", "--all-namespaces")
-    printed = (answer.stdout + answer.stderr).strip()
-    assert answer.returncode == 0 and printed == "No resources found", f"kubectl get dtr on a new cluster: {printed}"
-
-
-def test_train(jobs: Jobs, digits: str) -> None:
-    """jobs/cifar_mixup/job.yaml with 2 workers x 1 slot goes exactly Pending -> Starting -> Running -> Succeeded;
-    `kubectl get dtr` and the status show every epoch, a metric and the last epoch's checkpoint; the checkpoint,
-    history.json and history.png are on the checkpoint volume."""
-    name, epochs = "cifar-mixup", jobs.cluster.settings.epochs
-    jobs.apply(cifar_mixup(name, epochs, JOB_IMAGE))
-    jobs.wait_for_phase(name, SUCCEEDED)
-    assert jobs.phases(name) == [PENDING, STARTING, RUNNING, SUCCEEDED]
-    LOG.info("its pods ran on %s", {pod["metadata"]["name"]: pod["spec"].get("nodeName") for pod in jobs.pods(name)})
-    checkpoint = assert_finished(jobs, name, epochs)
+def test_quick_start(quick_start: QuickStart, kind: KindCluster) -> None:
+    """The README's quick start, every command as written: the chart's operator pulled from the local registry and
+    Ready, the digits prepared, the job exactly Pending -> Starting -> Running -> Succeeded with every epoch, a metric
+    and the last epoch's checkpoint (in `kubectl get dtr` and the status), its checkpoint and history.json on the
+    checkpoint volume, and its curve copied out as a PNG."""
+    name = yaml_name()
+    epochs = int(job_command()[job_command().index("--epochs") + 1])
+    assert kind.crd_established() and kind.operator_pods_ready()
+    operator = kind.kubectl("get", "deployment", RELEASE, "--namespace", SYSTEM_NAMESPACE,
+                            "--output=jsonpath={.spec.template.spec.containers[0].image}")
+    assert operator.startswith(f"{REGISTRY}/"), f"the operator runs {operator}, not an image of the registry"
+    table = next(output for command, output in quick_start.outputs.items() if command.startswith("kubectl get dtr"))
+    LOG.info("kubectl get dtr printed:\n%s", table)
+    assert quick_start.recorder.phases(name) == [PENDING, STARTING, RUNNING, SUCCEEDED]
+    jobs = Jobs(kind, quick_start.recorder)
+    checkpoint = assert_finished(jobs, name, epochs, table)
     folder = f"{CHECKPOINT_MOUNT}/{NAMESPACE}/{name}"
-    found = json.loads(jobs.cluster.run_job(read_checkpoints(JOB_IMAGE, folder, checkpoint)).splitlines()[-1])
+    found = json.loads(kind.run_job(read_checkpoints(JOB_IMAGE, folder, checkpoint)).splitlines()[-1])
     assert found["checkpoint"], f"{checkpoint} is not on the checkpoint volume; {folder} holds {found['files']}"
     assert found["epochs"] == list(range(1, epochs + 1)), f"history.json has epochs {found['epochs']}"
-    assert found["png_header"] == PNG_SIGNATURE.hex(), f"history.png is not a PNG: {found}"
+    curve = CURVE.read_bytes() if CURVE.exists() else b""
+    assert curve.startswith(PNG_SIGNATURE), f"the quick start's kubectl cp left no PNG at {CURVE}"
+    (kind.settings.artifacts / CURVE.name).write_bytes(curve)
 
 
-def test_own_image(jobs: Jobs) -> None:
+def test_own_image(jobs: Jobs, installed: KindCluster) -> None:
     """A user's own image (tests/images/byo: MPICH from PyPI, not FROM kubetrain/base, no uid 1000 in it): one worker
     and the launcher as a second rank run an mpi4py allreduce across both pods, rank 0 on the launcher."""
     name = "own-image"
-    jobs.apply(own_image(name, OWN_IMAGE))
+    jobs.apply(own_image(name, installed.push(OWN_IMAGE)))
     jobs.wait_for_phase(name, SUCCEEDED)
     log = jobs.launcher_log(name, "--timestamps")
     expected = f"allreduce ok: size=2 sum=3 rank0={launcher_name(name)} implementation=MPICH"
     assert expected in log, f"the launcher's log does not show the 2-rank allreduce with rank 0 on the launcher:\n{log}"
 
 
-def test_restart(jobs: Jobs, digits: str) -> None:
+def test_restart(jobs: Jobs) -> None:
     """A worker pod deleted once an epoch is done: the job shows Restarting and `restarts: 1`, the new attempt
     resumes from a checkpoint of epoch 1 or later, then it succeeds with every epoch."""
     name, epochs = "cifar-mixup-restart", jobs.cluster.settings.epochs + 1
-    jobs.apply(cifar_mixup(name, epochs, JOB_IMAGE))
+    jobs.apply(cifar_mixup(name, epochs))
     delete_worker_after_an_epoch(jobs, name)
     status = jobs.wait_for_phase(name, SUCCEEDED)
     assert RESTARTING in jobs.phases(name), f"{name} never showed Restarting: {jobs.phases(name)}"
@@ -99,12 +109,12 @@ def test_restart(jobs: Jobs, digits: str) -> None:
     assert_finished(jobs, name, epochs)
 
 
-def test_elastic(jobs: Jobs, digits: str) -> None:
+def test_elastic(jobs: Jobs) -> None:
     """An elastic job of 2 workers (1 to 3) loses a worker pod mid-training, then `kubectl scale` makes it 3. It never
     restarts: it goes on with 1 rank from no earlier than the epoch it had reported, the replacement and the third
     worker join the running training, and one launcher pod does it all."""
     name = "cifar-mixup-elastic"
-    jobs.apply(elastic(cifar_mixup(name, 20, JOB_IMAGE), min_workers=1, max_workers=3))  # long enough to scale
+    jobs.apply(elastic(cifar_mixup(name, 20), min_workers=1, max_workers=3))  # long enough to scale
     epoch = delete_worker_after_an_epoch(jobs, name)
     replacement = worker_name(name, 1)
     jobs.wait_for_status(name, "workers.lastJoined", f"{replacement} at ")
@@ -138,7 +148,7 @@ def test_elastic(jobs: Jobs, digits: str) -> None:
 def test_missing_image(jobs: Jobs) -> None:
     """A job whose image does not exist fails with reason ImagePullFailed and a message naming the image and
     ErrImagePull or ImagePullBackOff (after its one restart: the image never comes)."""
-    name, image = "cifar-mixup-missing-image", f"kubetrain/does-not-exist:{TAG}"
+    name, image = "cifar-mixup-missing-image", f"{REGISTRY}/kubetrain/does-not-exist:{TAG}"
     jobs.apply(cifar_mixup(name, 1, image))
     status = jobs.wait_for_phase(name, FAILED, timeout=600)
     message = status.get("message") or ""
@@ -149,7 +159,7 @@ def test_missing_image(jobs: Jobs) -> None:
         f"the status message does not say ErrImagePull or ImagePullBackOff: {message}"
 
 
-def test_delete(installed: KindCluster, volumes: KindCluster) -> None:
+def test_delete(installed: KindCluster) -> None:
     """`kubectl delete dtr --all` (the jobs the tests above left) leaves no child of any job: no pod, Job, Service,
     ConfigMap, Secret, ServiceAccount, Role or RoleBinding."""
     installed.kubectl("delete", "distributedtrainings", "--all", "--namespace", NAMESPACE, "--wait=true",
@@ -175,13 +185,23 @@ def test_uninstall(installed: KindCluster) -> None:
         "helm uninstall removed the CRD (Helm keeps crds/, so the users' DistributedTrainings survive)"
 
 
-def assert_finished(jobs: Jobs, name: str, epochs: int) -> str:
-    """`kubectl get dtr` shows the columns, Succeeded, every epoch and a metric; status.progress shows the last epoch
-    and a held-out accuracy well above chance, status.checkpoint the last epoch. Returns the checkpoint's path."""
-    header = jobs.table(name).splitlines()[0]
+def yaml_name() -> str:
+    return str(yaml.safe_load(CIFAR_MIXUP_JOB.read_text())["metadata"]["name"])
+
+
+def job_command() -> list[str]:
+    return list(yaml.safe_load(CIFAR_MIXUP_JOB.read_text())["spec"]["command"])
+
+
+def assert_finished(jobs: Jobs, name: str, epochs: int, table: str | None = None) -> str:
+    """`kubectl get dtr` (`table` if given) shows the columns, Succeeded, every epoch and a metric; status.progress
+    shows the last epoch and a held-out accuracy well above chance, status.checkpoint the last epoch. Returns the
+    checkpoint's path."""
+    table = table if table is not None else jobs.table(name)
+    header = table.splitlines()[0]
     assert re.fullmatch(r"NAME +PHASE +WORKERS +EPOCH +METRIC +AGE", header), \
         f"kubectl get dtr should show the columns NAME PHASE WORKERS EPOCH METRIC AGE: {header}"
-    row = jobs.table(name, "--no-headers").strip()
+    row = table.splitlines()[1].strip()
     LOG.info("kubectl get dtr: %s", row)
     assert re.match(rf"{re.escape(name)} +Succeeded +[0-9]+/2 +{epochs}/{epochs} +[a-z_]+=[0-9.]+ +", row), \
         f"kubectl get dtr should show Succeeded, {epochs}/{epochs} epochs and a metric: {row}"

@@ -416,6 +416,14 @@ def _block_lines(block: Block) -> Iterator[tuple[int, str]]:
             yield start, text
 
 
+def section_commands(path: Path, heading: str) -> list[str]:
+    """The command lines of the one command block under `heading` in `path`, in order (the kind quick start)."""
+    blocks = [block for block in code_blocks(path) if block.heading == heading
+              and block.lang in COMMAND_BLOCK_LANGUAGES]
+    assert len(blocks) == 1, f"{rel(path)}: expected one command block under '{heading}', found {len(blocks)}"
+    return [text for _, text in _block_lines(blocks[0])]
+
+
 def documented_commands() -> list[Command]:
     """Every command line of the documentation: each line of a command block (a bare block's lines only where they
     start a command), and each inline span that starts a command (two words at least, or one of the repository's

@@ -1,12 +1,20 @@
-"""A kind cluster for the end-to-end tests, as a user would set one up: one control plane and worker nodes that all
-mount one host directory (the PersistentVolumes live there), kubetrain's images built with Docker and loaded with
-`kind load docker-image`, the chart installed with helm; kubectl and helm wrappers; a dump of everything for when a
-test fails.
+"""A kind cluster for the end-to-end tests, set up as the README's kind quick start says, by running its commands as
+written from the repository's root: the cluster of examples/kind/cluster.yaml (two nodes sharing ./kubetrain-volumes),
+a local registry at localhost:5001, kubetrain's images built and pushed there, the chart, the volumes, a job, its
+curve. kubectl and helm wrappers; a dump of everything for when a test fails.
 
     settings = settings_from_environment(artifacts)
     with running(settings) as cluster:
-        cluster.install_operator()
+        cluster.run_documented(section_commands(README, "Quick start on kind"))
         cluster.kubectl("get", "pods", "--all-namespaces")
+
+What this machine changes, and nothing else: the cluster's name (KIND_CLUSTER_NAME, which kind and registry.sh read),
+its kubeconfig (KUBECONFIG, in the artifacts directory), the binaries (first on PATH), the registry's image
+(REGISTRY_IMAGE: tests/e2e/registry, Debian's build of the same registry, where registry:2 cannot be pulled) and, when
+the node image is the one built here, `kind create cluster` gets `--image` and a copy of the config without kind's
+default CNI, which that image lacks (tests/e2e/kind-node/cni.sh sets up the pod network instead). The harness owns
+the cluster of its name, the `kind-registry` container, ./kubetrain-volumes and ./history.png: it removes them before
+and after (KUBETRAIN_E2E_KEEP=1 keeps them afterwards).
 
 The environment chooses (default in brackets):
   KUBETRAIN_KIND_CLUSTER [kubetrain-e2e]  the cluster's name; a cluster of that name is deleted first
@@ -16,10 +24,9 @@ The environment chooses (default in brackets):
                                           without kindnetd, as the one built here)
   KUBETRAIN_KIND_WORKERS [1]              worker nodes besides the control plane
   KUBETRAIN_E2E_KEEP [0]                  1: keep the cluster afterwards (kubeconfig in the artifacts directory)
-  KUBETRAIN_E2E_EPOCHS [6]                epochs the cifar_mixup job trains (enough to learn the digits)
+  KUBETRAIN_E2E_EPOCHS [6]                epochs the scenarios' cifar_mixup jobs train (enough to learn the digits)
   KUBETRAIN_E2E_TIMEOUT [1200]            seconds a training may take to succeed
-  KUBETRAIN_E2E_ARTIFACTS [a temporary directory]  kubeconfig, the jobs as applied, the volumes, failure dumps
-  KUBETRAIN_E2E_SKIP_BUILD [build the missing images]  1: use the images in Docker as they are; 0: build them all
+  KUBETRAIN_E2E_ARTIFACTS [a temporary directory]  kubeconfig, the jobs as applied, the commands' output, dumps
   DOCKER, KIND, HELM, KUBECTL             the binaries [helm, kubectl and kind from ~/.cache/kubetrain/bin, else PATH]
 """
 
@@ -42,25 +49,27 @@ import yaml
 from kubetrain.contract import GROUP, PLURAL
 from tests.images.byo.tags import byo_image
 from tests.support.cluster import KubectlError
-from tests.support.kind_manifests import VOLUME_DIRECTORIES, cluster_config, shared_volume
-from tests.support.programs import REPO, image_name
+from tests.support.kind_manifests import cluster_config, job_image
+from tests.support.programs import REPO
 
 LOG = logging.getLogger("kubetrain.e2e")
 CACHE_BIN = Path(os.environ.get("KUBETRAIN_CACHE", Path.home() / ".cache" / "kubetrain")) / "bin"
 NODE_BUILD = REPO / "tests" / "e2e" / "kind-node" / "build.sh"
 PLAIN_CNI = REPO / "tests" / "e2e" / "kind-node" / "cni.sh"
-IMAGES_BUILD = REPO / "images" / "build.sh"
 OWN_IMAGES_BUILD = REPO / "tests" / "images" / "byo" / "build.sh"
+REGISTRY_BUILD = REPO / "tests" / "e2e" / "registry" / "build.sh"
 CHART = REPO / "charts" / "kubetrain"
 RELEASE = "kubetrain"
 SYSTEM_NAMESPACE = "kubetrain-system"
-NAMESPACE = "kubetrain-e2e"  # where the tests' jobs and volumes live
+NAMESPACE = "default"  # where the quick start's volumes and jobs live, and the tests' jobs
 CRD = f"{PLURAL}.{GROUP}"
 OPERATOR_SELECTOR = f"app.kubernetes.io/instance={RELEASE}"
-BUILT_IMAGES = ("base", "operator", "entrypoints", "cifar_mixup")  # images/ directories
-JOB_IMAGE = image_name("cifar_mixup")
-OWN_IMAGE = byo_image("mpich")  # a user's own image: not FROM kubetrain/base
-LOADED_IMAGES = (image_name("operator"), image_name("entrypoints"), JOB_IMAGE, OWN_IMAGE)
+JOB_IMAGE = job_image()  # examples/kind/cifar-mixup.yaml's: pushed by the quick start
+REGISTRY = JOB_IMAGE.split("/", 1)[0]  # localhost:5001 (examples/kind/registry.sh)
+REGISTRY_CONTAINER = "kind-registry"
+OWN_IMAGE = byo_image("mpich")  # a user's own image: not FROM kubetrain/base; pushed to REGISTRY by the harness
+VOLUMES = REPO / "kubetrain-volumes"  # examples/kind/cluster.yaml's ./kubetrain-volumes, from the repository's root
+CURVE = REPO / "history.png"  # where the quick start's `kubectl cp` puts the curve
 T = TypeVar("T")
 
 
@@ -103,7 +112,6 @@ class Settings:
     epochs: int
     timeout: float
     artifacts: Path
-    skip_build: str
     docker: str
     kind: str
     helm: str
@@ -133,7 +141,6 @@ def settings_from_environment(artifacts: Path, environ: Mapping[str, str] = os.e
         epochs=int(found.get("KUBETRAIN_E2E_EPOCHS", "6")),
         timeout=float(found.get("KUBETRAIN_E2E_TIMEOUT", "1200")),
         artifacts=Path(found.get("KUBETRAIN_E2E_ARTIFACTS", artifacts)),
-        skip_build=found.get("KUBETRAIN_E2E_SKIP_BUILD", ""),
         docker=docker,
         kind=tool("kind", found),
         helm=tool("helm", found),
@@ -157,27 +164,21 @@ def missing_prerequisite(settings: Settings) -> str | None:
     return None
 
 
-def build_images(settings: Settings) -> None:
-    """The images the cluster loads, built by images/build.sh and tests/images/byo/build.sh: the missing ones, all of
-    them with KUBETRAIN_E2E_SKIP_BUILD=0, none with 1."""
-    if settings.skip_build == "1":
-        wanted: Sequence[str] = ()
-    elif settings.skip_build == "0":
-        wanted = BUILT_IMAGES
-    else:
-        wanted = [name for name in BUILT_IMAGES if not docker_has(settings.docker, image_name(name))]
-    if wanted:
-        LOG.info("building %s with images/build.sh", ", ".join(wanted))
-        run([str(IMAGES_BUILD), *wanted], timeout=3 * 3600)
+def build_test_images(settings: Settings) -> str:
+    """The images only the tests need: a user's own image (tests/images/byo/build.sh, when missing) and the
+    registry's (tests/e2e/registry/build.sh). Returns the registry's image. kubetrain's images are the quick start's
+    to build."""
     if not docker_has(settings.docker, OWN_IMAGE):
         LOG.info("building %s (a user's own image) with tests/images/byo/build.sh", OWN_IMAGE)
         run([str(OWN_IMAGES_BUILD)], timeout=3600)
+    return run([str(REGISTRY_BUILD)], timeout=1800).strip().splitlines()[-1]
 
 
 def run(command: Sequence[str], timeout: float, env: Mapping[str, str] | None = None,
-        input: str | None = None) -> str:
+        input: str | None = None, cwd: Path | None = None) -> str:
     """Runs `command` and returns its stdout; raises HarnessError with its output when it fails."""
-    result = subprocess.run(list(command), capture_output=True, text=True, timeout=timeout, env=env, input=input)
+    result = subprocess.run(list(command), capture_output=True, text=True, timeout=timeout, env=env, input=input,
+                            cwd=cwd)
     if result.returncode != 0:
         output = (result.stdout + result.stderr)[-6000:]
         raise HarnessError(f"{' '.join(command)} exited {result.returncode}:\n{output}")
@@ -187,16 +188,24 @@ def run(command: Sequence[str], timeout: float, env: Mapping[str, str] | None = 
 class KindCluster:
     """A kind cluster named by the settings, driven as its admin (the kubeconfig in the artifacts directory)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, registry_image: str = "") -> None:
         self.settings = settings
         self.kubeconfig = settings.artifacts / "kubeconfig"
-        self.volumes = settings.artifacts / "volumes"
+        self.registry_image = registry_image
+        self.bin = settings.artifacts / "bin"  # kind, helm, kubectl and docker as the settings name them
 
     def env(self) -> dict[str, str]:
-        """The environment of the tools: this cluster's kubeconfig, and the binaries cni.sh calls."""
+        """The environment of the tools and of the quick start's commands: this cluster's name and kubeconfig, the
+        registry's image, the binaries first on PATH (and named for cni.sh and registry.sh)."""
         s = self.settings
-        return {**os.environ, "KUBECONFIG": str(self.kubeconfig), "DOCKER": s.docker, "KIND": s.kind,
-                "KUBECTL": s.kubectl}
+        self.bin.mkdir(parents=True, exist_ok=True)
+        for name, binary in (("kind", s.kind), ("helm", s.helm), ("kubectl", s.kubectl), ("docker", s.docker)):
+            link, found = self.bin / name, shutil.which(binary)
+            if found and not link.exists():
+                link.symlink_to(found)
+        return {**os.environ, "KUBECONFIG": str(self.kubeconfig), "KIND_CLUSTER_NAME": s.cluster,
+                "PATH": f"{self.bin}{os.pathsep}{os.environ.get('PATH', '')}", "DOCKER": s.docker, "KIND": s.kind,
+                "KUBECTL": s.kubectl, **({"REGISTRY_IMAGE": self.registry_image} if self.registry_image else {})}
 
     def kubectl_result(self, *args: str, input: str | None = None,
                        timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -220,51 +229,61 @@ class KindCluster:
         documents = {"apiVersion": "v1", "kind": "List", "items": list(manifests)}
         return self.kubectl("apply", "--namespace", namespace, "--filename=-", input=json.dumps(documents))
 
-    def create(self) -> None:
-        """A new cluster (one of the same name is deleted first), its nodes Ready and schedulable, DNS running."""
-        s = self.settings
-        if s.cluster in run([s.kind, "get", "clusters"], 60).split():
-            LOG.info("deleting the existing kind cluster %s", s.cluster)
-            self.delete()
-        for directory in VOLUME_DIRECTORIES.values():
-            (self.volumes / directory).mkdir(parents=True, exist_ok=True)
-            (self.volumes / directory).chmod(0o777)  # hostPath volumes ignore fsGroup; the images run as uid 1000
-        config = s.artifacts / "kind.yaml"
-        config.write_text(yaml.safe_dump(cluster_config(self.volumes, s.worker_nodes, s.cni == "plain")))
-        command = [s.kind, "create", "cluster", "--name", s.cluster, "--kubeconfig", str(self.kubeconfig),
-                   "--config", str(config), *(["--image", s.node_image] if s.node_image else [])]
-        LOG.info("creating kind cluster %s: 1 control plane + %d worker(s), image %s", s.cluster, s.worker_nodes,
-                 s.node_image or "of kind by default")
-        if s.cni == "plain":
-            run(command, 600, env=self.env())
-            run([str(PLAIN_CNI), s.cluster], 300, env=self.env())
-        else:
-            run([*command, "--wait", "180s"], 600, env=self.env())
-        self.kubectl("wait", "--for=condition=Ready", "nodes", "--all", "--timeout=300s", timeout=320)
-        # Training pods may use every node, the control plane's too (as on a one-node cluster).
-        self.kubectl_result("taint", "nodes", "--all", "node-role.kubernetes.io/control-plane:NoSchedule-")
-        self.kubectl("rollout", "status", "deployment/coredns", "--namespace", "kube-system", "--timeout=300s",
-                     timeout=320)
+    def run_documented(self, commands: Sequence[str], after: Callable[[str], None] = lambda command: None,
+                       timeout: float = 3600) -> dict[str, str]:
+        """Runs each command line with bash from the repository's root, as a user pastes them, and returns each one's
+        output; raises HarnessError naming the first that fails. `kind create cluster` runs as this machine needs
+        (see the module's docstring). `after(command)` runs after each command."""
+        outputs: dict[str, str] = {}
+        for command in commands:
+            LOG.info("$ %s", command)
+            if command.startswith("kind create cluster"):
+                outputs[command] = self._create(command)
+            else:
+                outputs[command] = run(["bash", "-c", command], timeout, env=self.env(), cwd=REPO)
+            (self.settings.artifacts / "quick-start.log").open("a").write(f"$ {command}\n{outputs[command]}\n")
+            after(command)
+        return outputs
 
-    def load_images(self) -> None:
-        LOG.info("loading %s into %s", ", ".join(LOADED_IMAGES), self.settings.cluster)
-        run([self.settings.kind, "load", "docker-image", "--name", self.settings.cluster, *LOADED_IMAGES], 1800,
-            env=self.env())
+    def _create(self, command: str) -> str:
+        """The quick start's `kind create cluster --config examples/kind/cluster.yaml`, with this machine's node image
+        and pod network when it built its own; then every node Ready."""
+        s = self.settings
+        words = command.split()
+        if s.node_image:
+            config = s.artifacts / "kind.yaml"
+            config.write_text(yaml.safe_dump(cluster_config(s.cni == "plain")))
+            words[words.index("--config") + 1] = str(config)
+            words += ["--image", s.node_image]
+        LOG.info("creating kind cluster %s from %s", s.cluster, " ".join(words[3:]))
+        output = run(words, 600, env=self.env(), cwd=REPO)
+        if s.cni == "plain":
+            output += run([str(PLAIN_CNI), s.cluster], 300, env=self.env())
+        self.kubectl("wait", "--for=condition=Ready", "nodes", "--all", "--timeout=300s", timeout=320)
+        return output
+
+    def use_every_node(self) -> None:
+        """Lets the tests' pods run on the control plane's node too (as on a one-node cluster), so that a job's pods
+        spread over both nodes."""
+        self.kubectl_result("taint", "nodes", "--all", "node-role.kubernetes.io/control-plane:NoSchedule-")
+
+    def push(self, image: str) -> str:
+        """`image` of the local engine, tagged and pushed to the quick start's registry; returns its new name."""
+        pushed = f"{REGISTRY}/{image}"
+        run([self.settings.docker, "tag", image, pushed], 60)
+        run([self.settings.docker, "push", pushed], 1800)
+        return pushed
 
     def delete(self) -> None:
-        run([self.settings.kind, "delete", "cluster", "--name", self.settings.cluster], 300, env=self.env())
-
-    def install_operator(self) -> None:
-        """`helm install` of the chart with the loaded operator image; returns once the operator pod is Ready."""
-        LOG.info("helm install %s into %s", RELEASE, SYSTEM_NAMESPACE)
-        self.helm("install", RELEASE, str(CHART), "--namespace", SYSTEM_NAMESPACE, "--create-namespace",
-                  "--set", "image.pullPolicy=IfNotPresent")
-        poll(lambda: self.crd_established() or None, 60, f"the CRD {CRD} to be Established",
-             lambda: self.kubectl_result("get", "crd", CRD, "--output=yaml").stdout, interval=1.0)
-        self.kubectl("rollout", "status", f"deployment/{RELEASE}", "--namespace", SYSTEM_NAMESPACE,
-                     "--timeout=300s", timeout=320)
-        self.kubectl("wait", "--for=condition=Ready", "pod", f"--selector={OPERATOR_SELECTOR}",
-                     "--namespace", SYSTEM_NAMESPACE, "--timeout=120s", timeout=140)
+        """The cluster, the registry container, ./kubetrain-volumes and ./history.png, where they exist."""
+        s = self.settings
+        if s.cluster in run([s.kind, "get", "clusters"], 60).split():
+            run([s.kind, "delete", "cluster", "--name", s.cluster], 300, env=self.env())
+        subprocess.run([s.docker, "rm", "--force", REGISTRY_CONTAINER], capture_output=True, timeout=120)
+        shutil.rmtree(VOLUMES, ignore_errors=True)
+        if VOLUMES.exists():
+            LOG.warning("could not remove all of %s (files of the pods' user, uid 1000)", VOLUMES)
+        CURVE.unlink(missing_ok=True)
 
     def crd_established(self) -> bool:
         found = self.kubectl_result("get", "crd", CRD, "--output=json")
@@ -279,12 +298,6 @@ class KindCluster:
         return bool(pods) and all(condition.get("status") == "True" for pod in pods
                                   for condition in pod["status"].get("conditions") or []
                                   if condition.get("type") == "Ready")
-
-    def create_volumes(self) -> None:
-        """The namespace NAMESPACE and the claims of the data and checkpoint volumes in it."""
-        LOG.info("creating namespace %s and the claims %s", NAMESPACE, ", ".join(VOLUME_DIRECTORIES))
-        self.kubectl("create", "namespace", NAMESPACE)
-        self.apply(*(manifest for claim in VOLUME_DIRECTORIES for manifest in shared_volume(NAMESPACE, claim)))
 
     def run_job(self, manifest: dict[str, Any], timeout: float = 600) -> str:
         """Runs a batch Job of one pod in NAMESPACE to its end and returns its log; fails with the log if it fails."""
@@ -362,27 +375,16 @@ class KindCluster:
 
 @contextmanager
 def running(settings: Settings) -> Iterator[KindCluster]:
-    """A new cluster with the images loaded; deleted at the end unless the settings keep it. A failed start leaves a
-    dump in the artifacts directory when the cluster answers."""
+    """The tests' images built and whatever an earlier run left removed; the cluster is the caller's to create
+    (run_documented). Everything is removed at the end unless the settings keep it."""
     settings.artifacts.mkdir(parents=True, exist_ok=True)
-    cluster = KindCluster(settings)
     LOG.info("artifacts in %s", settings.artifacts)
-    started = False
+    cluster = KindCluster(settings, build_test_images(settings))
+    cluster.delete()
     try:
-        build_images(settings)
-        cluster.create()
-        cluster.load_images()
-        started = True
         yield cluster
     finally:
-        if not started and cluster.kubeconfig.exists():
-            cluster.dump(settings.artifacts / "dump-start.txt")
-        _stop(cluster)
-
-
-def _stop(cluster: KindCluster) -> None:
-    if cluster.settings.keep:
-        LOG.info("keeping cluster %s (KUBECONFIG=%s)", cluster.settings.cluster, cluster.kubeconfig)
-        return
-    cluster.delete()
-    shutil.rmtree(cluster.volumes, ignore_errors=True)
+        if settings.keep:
+            LOG.info("keeping cluster %s (KUBECONFIG=%s)", settings.cluster, cluster.kubeconfig)
+        else:
+            cluster.delete()

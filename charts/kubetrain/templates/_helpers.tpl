@@ -46,13 +46,21 @@ app.kubernetes.io/part-of: kubetrain
 {{- end }}
 {{- end }}
 
+{{/* An image of the chart: "<imageRegistry>/<repository>:<tag or appVersion>" (no prefix when imageRegistry is empty). */}}
+{{- define "kubetrain.imageName" -}}
+{{- $root := index . 0 }}{{- $image := index . 1 }}
+{{- $repository := $image.repository }}
+{{- with $root.Values.imageRegistry }}{{ $repository = printf "%s/%s" (trimSuffix "/" .) $repository }}{{ end }}
+{{- printf "%s:%s" $repository (default $root.Chart.AppVersion $image.tag) }}
+{{- end }}
+
 {{- define "kubetrain.image" -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- include "kubetrain.imageName" (list . .Values.image) }}
 {{- end }}
 
 {{/* The image every job pod's init container copies the entrypoints from. */}}
 {{- define "kubetrain.entrypointsImage" -}}
-{{- printf "%s:%s" .Values.entrypoints.image.repository (default .Chart.AppVersion .Values.entrypoints.image.tag) }}
+{{- include "kubetrain.imageName" (list . .Values.entrypoints.image) }}
 {{- end }}
 
 {{/* kopf's arguments: the health endpoint and logging. kopf hosts the process and watches nothing itself (hence
