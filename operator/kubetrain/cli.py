@@ -10,6 +10,8 @@
   kubetrain status NAME [--namespace NS]
       phase and why, workers, progress, checkpoint and conditions of a DistributedTraining in the current cluster
       ($KUBECONFIG or in-cluster)
+  kubetrain version
+      this kubetrain's version and the API version of the DistributedTraining it reads and writes
 
 A job.yaml the operator would reject fails here too, with the field named, and exit code 2.
 """
@@ -17,6 +19,7 @@ A job.yaml the operator would reject fails here too, with the field named, and e
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -25,6 +28,7 @@ import yaml
 
 from kubetrain import local
 from kubetrain.api import Job
+from kubetrain.contract import GROUP, VERSION
 from kubetrain.keys import JobKeys, SshKeyPair
 from kubetrain.manifests.hosts import build_hosts_configmap
 from kubetrain.manifests.launcher import build_launcher_job
@@ -123,7 +127,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     status.add_argument("name", help="the DistributedTraining's name")
     status.add_argument("--namespace", "-n", default="default", help="its namespace (default: default)")
+
+    commands.add_parser("version", help="print kubetrain's version", description="Print kubetrain's version and the "
+                        "API version of the DistributedTraining it reads and writes.")
     return parser
+
+
+def version_text() -> str:
+    """`kubetrain 0.1.0 (kubetrain.dev/v1alpha1)`: the installed distribution's version and the resource's API."""
+    return f"kubetrain {importlib.metadata.version('kubetrain')} ({GROUP}/{VERSION})\n"
 
 
 def show_status(name: str, namespace: str) -> int:
@@ -149,6 +161,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"arguments after -- are only for `kubetrain run`: {' '.join(extra_args)}")
     if args.command == "status":
         return show_status(args.name, args.namespace)
+    if args.command == "version":
+        sys.stdout.write(version_text())
+        return 0
     try:
         if args.command == "run" and not args.local:
             raise local.JobFileError(

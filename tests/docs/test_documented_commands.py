@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -36,6 +37,8 @@ from tests.support.documented import (
 # Commands a test below runs, and which test.
 RUN = {
     "kubetrain run jobs/cifar_mixup/job.yaml --local": "test_the_users_path_run_local_asks_for_the_data_folder",
+    "pip install ./operator": "test_the_kubetrain_command_installs_on_its_own_without_tensorflow",
+    "kubetrain version": "test_the_kubetrain_command_installs_on_its_own_without_tensorflow",
     "python -m cifar_mixup.convert digits --out runs/digits/cifar10": "test_running_a_job_on_your_machine",
     "kubetrain run jobs/cifar_mixup/job.yaml --local --data-dir runs/digits --checkpoint-dir runs -- --epochs 2":
         "test_running_a_job_on_your_machine",
@@ -349,3 +352,26 @@ def test_ucluster_synthetic_writes_the_layout_the_job_reads(tmp_path: Path) -> N
     for listing in ("train_files.txt", "test_files.txt"):
         names = (data / listing).read_text().split()
         assert names and all((data / name).is_file() for name in names), (listing, names)
+
+
+def test_the_kubetrain_command_installs_on_its_own_without_tensorflow(tmp_path: Path) -> None:
+    # README, Install: `pip install ./operator` gives the kubetrain command without TensorFlow; `kubetrain version`.
+    copy = working_copy(tmp_path)
+    shutil.copytree(REPO / "operator", copy / "operator", ignore=shutil.ignore_patterns("build", "*.egg-info"))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    env = {**os.environ, "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}", "VIRTUAL_ENV": str(venv)}
+
+    def in_venv(words: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(words, cwd=copy, env=env, capture_output=True, text=True, timeout=600)
+
+    installed = in_venv(documented_command("pip install ./operator"))
+    assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
+    version = in_venv(documented_command("kubetrain version"))
+    assert version.returncode == 0 and re.fullmatch(r"kubetrain \d+\.\d+\.\d+ \(kubetrain\.dev/v1alpha1\)\n",
+                                                    version.stdout), version
+    assert shutil.which("kubetrain", path=str(venv / "bin")), "pip install ./operator put no kubetrain in the venv"
+    rendered = in_venv(["kubetrain", "render", "jobs/cifar_mixup/job.yaml"])
+    assert rendered.returncode == 0 and "kind: Job" in rendered.stdout, rendered.stderr
+    tensorflow = in_venv(["python", "-c", "import tensorflow"])
+    assert tensorflow.returncode != 0, "pip install ./operator installed TensorFlow"

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,8 @@ import yaml
 
 from kubetrain import local
 from kubetrain.cli import main
+
+REPO = Path(__file__).resolve().parents[3]
 
 JOB = """\
 apiVersion: kubetrain.dev/v1alpha1
@@ -271,3 +274,9 @@ def test_render_of_a_gang_job_shows_the_pod_group_its_workers_join(tmp_path, cap
     workers = [doc for doc in documents if doc["kind"] == "Pod"]
     assert [pod["metadata"][member[0]][member[1]] for pod in workers] == ["demo-workers", "demo-workers"]
     assert documents.index(groups[0]) < documents.index(workers[0])
+
+
+def test_version_names_the_installed_release_and_the_api(capsys):
+    assert main(["version"]) == 0
+    release = tomllib.loads((REPO / "operator" / "pyproject.toml").read_text())["project"]["version"]
+    assert capsys.readouterr().out == f"kubetrain {release} (kubetrain.dev/v1alpha1)\n"
