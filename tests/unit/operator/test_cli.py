@@ -6,10 +6,10 @@ import json
 import subprocess
 import sys
 import textwrap
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 import yaml
 
 from kubetrain import local
