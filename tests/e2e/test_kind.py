@@ -23,6 +23,7 @@ from kubetrain.children import CHILD_KINDS
 from kubetrain.contract import LABEL_JOB, ROLE_LAUNCHER, launcher_name, worker_name
 from kubetrain.reasons import FAILED, IMAGE_PULL_FAILED, PENDING, RESTARTING, RUNNING, STARTING, SUCCEEDED
 from tests.e2e.conftest import QuickStart
+from tests.support.documented import REPO, section_commands
 from tests.support.kind_cluster import (
     CRD,
     CURVE,
@@ -164,25 +165,55 @@ def test_delete(installed: KindCluster) -> None:
     ConfigMap, Secret, ServiceAccount, Role or RoleBinding."""
     installed.kubectl("delete", "distributedtrainings", "--all", "--namespace", NAMESPACE, "--wait=true",
                       "--timeout=120s", timeout=150)
-    children = ",".join(child.plural for child in CHILD_KINDS if child.watched)
+    poll(lambda: None if children(installed) else True, 180, "every child of every DistributedTraining to go",
+         lambda: f"left: {children(installed)}")
 
-    def left() -> list[str]:
-        return installed.kubectl("get", children, "--namespace", NAMESPACE, f"--selector={LABEL_JOB}",
-                                 "--output=name").split()
 
-    poll(lambda: None if left() else True, 180, "every child of every DistributedTraining to go",
-         lambda: f"left: {left()}")
+def test_upgrade(jobs: Jobs, installed: KindCluster) -> None:
+    """docs/install.md's upgrade, as written: the CRD applied again, `helm upgrade --reuse-values --set replicas=2`.
+    Both operator pods are Ready and still run the registry's image (the install's values kept), and a job created
+    afterwards runs."""
+    upgrade = section_commands(REPO / "docs" / "install.md", "Upgrade")
+    installed.run_documented(upgrade)
+    assert installed.crd_established()
+    pods = installed.operator_pods()
+    assert len(pods) == 2 and installed.operator_pods_ready(), f"after the upgrade: {pods}"
+    images = {pod["spec"]["containers"][0]["image"] for pod in pods}
+    assert all(image.startswith(f"{REGISTRY}/") for image in images), f"--reuse-values lost imageRegistry: {images}"
+    name = "cifar-mixup-after-upgrade"
+    jobs.apply(cifar_mixup(name, 20))
+    jobs.wait_for_phase(name, RUNNING)
 
 
 def test_uninstall(installed: KindCluster) -> None:
-    """`helm uninstall` leaves nothing in the release's namespace once the operator's pod is gone (its Lease, owned by
-    that pod, goes with it) and no cluster role; the CRD stays (Helm never deletes CRDs), and with it the users'
-    DistributedTrainings."""
-    installed.helm("uninstall", RELEASE, "--namespace", SYSTEM_NAMESPACE, "--wait", "--timeout", "180s", timeout=240)
+    """docs/install.md's uninstall, as written. `helm uninstall` leaves nothing in the release's namespace once the
+    operator's pods are gone (their Lease, owned by the leader's pod, goes with it) and no cluster role, but the CRD
+    stays and with it the users' DistributedTrainings and their running pods; `kubectl delete dtr` takes each job's
+    children with it, with no operator; deleting the CRD leaves no DistributedTraining. The claims stay."""
+    uninstall, claims = section_commands(REPO / "docs" / "install.md", "Uninstall"), claim_names(installed)
+    installed.run_documented(uninstall[:1])
     poll(lambda: None if installed.release_leftovers() else True, 120, "helm uninstall to leave nothing of ours",
          lambda: f"left: {installed.release_leftovers()}")
-    assert installed.kubectl_result("get", "crd", CRD, "--output=name").returncode == 0, \
-        "helm uninstall removed the CRD (Helm keeps crds/, so the users' DistributedTrainings survive)"
+    left = installed.run_documented(uninstall[1:2])[uninstall[1]]
+    assert "cifar-mixup-after-upgrade" in left, f"the job started after the upgrade is gone with the release:\n{left}"
+    assert children(installed), "the running job's pods went with the release"
+    installed.run_documented(uninstall[2:3])
+    poll(lambda: None if children(installed) else True, 180, "every child of every DistributedTraining to go",
+         lambda: f"left: {children(installed)}")
+    installed.run_documented(uninstall[3:])
+    poll(lambda: None if installed.kubectl_result("get", "crd", CRD).returncode != 0 else True, 120,
+         f"the CRD {CRD} to go", lambda: installed.kubectl_result("get", "crd", CRD).stdout)
+    assert claim_names(installed) == claims, f"the claims changed: {claims} -> {claim_names(installed)}"
+
+
+def children(cluster: KindCluster) -> list[str]:
+    """Every child of every DistributedTraining still in NAMESPACE."""
+    kinds = ",".join(child.plural for child in CHILD_KINDS if child.watched)
+    return cluster.kubectl("get", kinds, "--namespace", NAMESPACE, f"--selector={LABEL_JOB}", "--output=name").split()
+
+
+def claim_names(cluster: KindCluster) -> list[str]:
+    return cluster.kubectl("get", "pvc", "--namespace", NAMESPACE, "--output=name").split()
 
 
 def yaml_name() -> str:

@@ -292,9 +292,14 @@ class KindCluster:
         conditions = (json.loads(found.stdout).get("status") or {}).get("conditions") or []
         return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
-    def operator_pods_ready(self) -> bool:
+    def operator_pods(self) -> list[dict[str, Any]]:
+        """The operator's pods, but those being deleted (a rollout's old ones)."""
         pods = json.loads(self.kubectl("get", "pods", f"--selector={OPERATOR_SELECTOR}", "--namespace",
                                        SYSTEM_NAMESPACE, "--output=json"))["items"]
+        return [pod for pod in pods if not pod["metadata"].get("deletionTimestamp")]
+
+    def operator_pods_ready(self) -> bool:
+        pods = self.operator_pods()
         return bool(pods) and all(condition.get("status") == "True" for pod in pods
                                   for condition in pod["status"].get("conditions") or []
                                   if condition.get("type") == "Ready")
