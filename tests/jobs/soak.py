@@ -130,12 +130,13 @@ def soak(case: Case, data: Path, scratch: Path, runs: int, timeout: int) -> tupl
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.jobs.soak", description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=50, help="cycles per case (default: 50)")
-    parser.add_argument("--cases", default="", help="only the cases whose name contains this")
+    parser.add_argument("--cases", default="", help="only the cases whose name contains one of these (comma-separated)")
     parser.add_argument("--parallel", type=int, default=2, help="cases run at once (default: 2, as the tiers' lanes)")
     parser.add_argument("--timeout", type=int, default=300, help="seconds each run may take (default: 300)")
     parser.add_argument("--report", type=Path, help="also write the table to this Markdown file")
     args = parser.parse_args(argv)
-    cases = [case for case in all_cases() if args.cases in case.name]
+    wanted = args.cases.split(",")
+    cases = [case for case in all_cases() if any(part in case.name for part in wanted)]
     with tempfile.TemporaryDirectory(prefix="kubetrain-soak-") as folder:
         scratch = Path(folder)
         data = prepare_data(scratch)
