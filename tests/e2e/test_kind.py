@@ -201,7 +201,7 @@ def test_uninstall(installed: KindCluster) -> None:
     poll(lambda: None if children(installed) else True, 180, "every child of every DistributedTraining to go",
          lambda: f"left: {children(installed)}")
     installed.run_documented(uninstall[3:])
-    poll(lambda: None if installed.kubectl_result("get", "crd", CRD).returncode != 0 else True, 120,
+    poll(lambda: True if installed.kubectl_result("get", "crd", CRD).returncode != 0 else None, 120,
          f"the CRD {CRD} to go", lambda: installed.kubectl_result("get", "crd", CRD).stdout)
     assert claim_names(installed) == claims, f"the claims changed: {claims} -> {claim_names(installed)}"
 

@@ -237,11 +237,15 @@ class KindCluster:
         outputs: dict[str, str] = {}
         for command in commands:
             LOG.info("$ %s", command)
+            started = time.monotonic()
             if command.startswith("kind create cluster"):
                 outputs[command] = self._create(command)
             else:
                 outputs[command] = run(["bash", "-c", command], timeout, env=self.env(), cwd=REPO)
-            (self.settings.artifacts / "quick-start.log").open("a").write(f"$ {command}\n{outputs[command]}\n")
+            seconds = time.monotonic() - started
+            LOG.info("done in %.0f s", seconds)
+            with (self.settings.artifacts / "commands.log").open("a") as log:
+                log.write(f"$ {command}   # {seconds:.0f} s\n{outputs[command]}\n")
             after(command)
         return outputs
 
