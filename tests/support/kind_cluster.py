@@ -281,9 +281,14 @@ class KindCluster:
     def delete(self) -> None:
         """The cluster, the registry container, ./kubetrain-volumes and ./history.png, where they exist."""
         s = self.settings
+        started = time.monotonic()
         if s.cluster in run([s.kind, "get", "clusters"], 60).split():
             run([s.kind, "delete", "cluster", "--name", s.cluster], 300, env=self.env())
-        subprocess.run([s.docker, "rm", "--force", REGISTRY_CONTAINER], capture_output=True, timeout=120)
+            LOG.info("kind delete cluster %s: %.0f s", s.cluster, time.monotonic() - started)
+        started = time.monotonic()
+        if subprocess.run([s.docker, "rm", "--force", REGISTRY_CONTAINER], capture_output=True,
+                          timeout=300).returncode == 0:
+            LOG.info("docker rm %s: %.0f s", REGISTRY_CONTAINER, time.monotonic() - started)
         shutil.rmtree(VOLUMES, ignore_errors=True)
         if VOLUMES.exists():
             LOG.warning("could not remove all of %s (files of the pods' user, uid 1000)", VOLUMES)
