@@ -86,6 +86,7 @@ NOT_RUN = {
     "tests/controlplane/build.sh": BUILD,
     "tests/controlplane/build-gang-schedulers.sh": BUILD,
     "tests/e2e/kind-node/build.sh": BUILD,
+    "tests/e2e/registry/build.sh": BUILD,
     "tests/bench/peer/build.sh": BUILD,
     "tests/images/byo/build.sh": BUILD,
     ".ci/setup": "sets the machine up (apt packages, the venv, Docker engine): make test and make images run it first",
@@ -124,6 +125,7 @@ NOT_RUN = {
     "kubectl apply -f jobs/cifar_mixup/job.yaml":
         f"{CLUSTER}; tests/controlplane/test_documented_yaml.py sends this file to the API server (dry run)",
     "kubectl get dtr": CLUSTER,
+    "kubectl get dtr -w": CLUSTER,
     "kubectl describe dtr cifar-mixup": CLUSTER,
     "kubectl delete dtr --all": CLUSTER,
     "kubectl --namespace kubetrain-system rollout status deployment/kubetrain": CLUSTER,
