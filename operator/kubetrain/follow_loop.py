@@ -87,8 +87,8 @@ def wait_for(cluster: Cluster, namespace: str, name: str, timeout: float | None)
     """Nothing until the job finishes, then one line; 124 and a line on stderr when `timeout` passes first."""
     last: follow.Snapshot | None = None
     try:
-        for last in watch_changes(cluster, namespace, name, timeout):
-            pass
+        for change in watch_changes(cluster, namespace, name, timeout):
+            last = change
     except JobNotFound as missing:
         error(str(missing))
         return follow.EXIT_USAGE
