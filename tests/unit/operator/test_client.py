@@ -4,6 +4,7 @@ replaced by a script of what it answers."""
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import types
 from collections.abc import Iterator
@@ -229,3 +230,18 @@ def test_history_as_a_frame_is_indexed_by_epoch(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setitem(sys.modules, "pandas", types.SimpleNamespace(DataFrame=Frame))
     assert as_frame([{"epoch": 1, "loss": 0.5, "accuracy": 0.4}]) == "indexed by epoch"
     assert made == [([{"epoch": 1, "loss": 0.5, "accuracy": 0.4}], ["epoch", "loss", "accuracy"])]
+
+
+def test_the_example_notebook_creates_a_valid_job_and_prints_its_history(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = importlib.util.spec_from_file_location("notebook", Path(__file__).parents[3] / "examples" / "notebook.py")
+    assert spec is not None and spec.loader is not None
+    notebook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(notebook)
+    cluster = Cluster(monkeypatch, job("Running", 1), job("Succeeded", 2), stored=job("Succeeded", 2))
+    assert notebook.main() == 0
+    assert cluster.created[0]["metadata"] == {"name": "mnist-notebook", "namespace": "team-a"}
+    out = capsys.readouterr().out
+    assert out.startswith("created team-a/mnist-notebook\nRunning epoch 1/3 {'loss': 1.0}\n"), out
+    assert out.endswith("{'epoch': 1, 'loss': 1.0}\n{'epoch': 2, 'loss': 0.5}\n"), out
