@@ -17,7 +17,6 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-import yaml
 
 from kubetrain.children import CHILD_KINDS
 from kubetrain.contract import LABEL_JOB, ROLE_LAUNCHER, launcher_name, worker_name
@@ -40,11 +39,12 @@ from tests.support.kind_cluster import (
 from tests.support.kind_jobs import Jobs, field
 from tests.support.kind_manifests import (
     CHECKPOINT_MOUNT,
-    CIFAR_MIXUP_JOB,
+    QUICK_START_JOB,
     cifar_mixup,
     elastic,
     own_image,
     read_checkpoints,
+    trained_epochs,
 )
 from tests.support.programs import TAG
 
@@ -62,8 +62,7 @@ def test_quick_start(quick_start: QuickStart, kind: KindCluster) -> None:
     Ready, the digits prepared, the job exactly Pending -> Starting -> Running -> Succeeded with every epoch, a metric
     and the last epoch's checkpoint (in `kubectl get dtr` and the status), its checkpoint and history.json on the
     checkpoint volume, and its curve copied out as a PNG."""
-    name = yaml_name()
-    epochs = int(job_command()[job_command().index("--epochs") + 1])
+    name, epochs = QUICK_START_JOB["metadata"]["name"], trained_epochs(QUICK_START_JOB)
     assert kind.crd_established() and kind.operator_pods_ready()
     operator = kind.kubectl("get", "deployment", RELEASE, "--namespace", SYSTEM_NAMESPACE,
                             "--output=jsonpath={.spec.template.spec.containers[0].image}")
@@ -214,14 +213,6 @@ def children(cluster: KindCluster) -> list[str]:
 
 def claim_names(cluster: KindCluster) -> list[str]:
     return cluster.kubectl("get", "pvc", "--namespace", NAMESPACE, "--output=name").split()
-
-
-def yaml_name() -> str:
-    return str(yaml.safe_load(CIFAR_MIXUP_JOB.read_text())["metadata"]["name"])
-
-
-def job_command() -> list[str]:
-    return list(yaml.safe_load(CIFAR_MIXUP_JOB.read_text())["spec"]["command"])
 
 
 def assert_finished(jobs: Jobs, name: str, epochs: int, table: str | None = None) -> str:

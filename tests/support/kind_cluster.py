@@ -22,7 +22,6 @@ The environment chooses (default in brackets):
                                           kind; else kind's default]
   KUBETRAIN_KIND_CNI [default]            default: kind's own CNI; plain: tests/e2e/kind-node/cni.sh (node images
                                           without kindnetd, as the one built here)
-  KUBETRAIN_KIND_WORKERS [1]              worker nodes besides the control plane
   KUBETRAIN_E2E_KEEP [0]                  1: keep the cluster afterwards (kubeconfig in the artifacts directory)
   KUBETRAIN_E2E_EPOCHS [6]                epochs the scenarios' cifar_mixup jobs train (enough to learn the digits)
   KUBETRAIN_E2E_TIMEOUT [1200]            seconds a training may take to succeed
@@ -107,7 +106,6 @@ class Settings:
     cluster: str
     node_image: str
     cni: str
-    worker_nodes: int
     keep: bool
     epochs: int
     timeout: float
@@ -136,7 +134,6 @@ def settings_from_environment(artifacts: Path, environ: Mapping[str, str] = os.e
         cluster=found.get("KUBETRAIN_KIND_CLUSTER", "kubetrain-e2e"),
         node_image=found.get("KUBETRAIN_KIND_NODE_IMAGE", ""),
         cni=found.get("KUBETRAIN_KIND_CNI", "default"),
-        worker_nodes=int(found.get("KUBETRAIN_KIND_WORKERS", "1")),
         keep=found.get("KUBETRAIN_E2E_KEEP", "0") == "1",
         epochs=int(found.get("KUBETRAIN_E2E_EPOCHS", "6")),
         timeout=float(found.get("KUBETRAIN_E2E_TIMEOUT", "1200")),
@@ -193,16 +190,17 @@ class KindCluster:
         self.kubeconfig = settings.artifacts / "kubeconfig"
         self.registry_image = registry_image
         self.bin = settings.artifacts / "bin"  # kind, helm, kubectl and docker as the settings name them
+        self.bin.mkdir(parents=True, exist_ok=True)
+        for name, binary in (("kind", settings.kind), ("helm", settings.helm), ("kubectl", settings.kubectl),
+                             ("docker", settings.docker)):
+            link, found = self.bin / name, shutil.which(binary)
+            if found and not link.exists():
+                link.symlink_to(found)
 
     def env(self) -> dict[str, str]:
         """The environment of the tools and of the quick start's commands: this cluster's name and kubeconfig, the
         registry's image, the binaries first on PATH (and named for cni.sh and registry.sh)."""
         s = self.settings
-        self.bin.mkdir(parents=True, exist_ok=True)
-        for name, binary in (("kind", s.kind), ("helm", s.helm), ("kubectl", s.kubectl), ("docker", s.docker)):
-            link, found = self.bin / name, shutil.which(binary)
-            if found and not link.exists():
-                link.symlink_to(found)
         return {**os.environ, "KUBECONFIG": str(self.kubeconfig), "KIND_CLUSTER_NAME": s.cluster,
                 "PATH": f"{self.bin}{os.pathsep}{os.environ.get('PATH', '')}", "DOCKER": s.docker, "KIND": s.kind,
                 "KUBECTL": s.kubectl, **({"REGISTRY_IMAGE": self.registry_image} if self.registry_image else {})}
@@ -254,10 +252,11 @@ class KindCluster:
         and pod network when it built its own; then every node Ready."""
         s = self.settings
         words = command.split()
-        if s.node_image:
+        if s.cni == "plain":
             config = s.artifacts / "kind.yaml"
-            config.write_text(yaml.safe_dump(cluster_config(s.cni == "plain")))
+            config.write_text(yaml.safe_dump(cluster_config(plain_cni=True)))
             words[words.index("--config") + 1] = str(config)
+        if s.node_image:
             words += ["--image", s.node_image]
         LOG.info("creating kind cluster %s from %s", s.cluster, " ".join(words[3:]))
         output = run(words, 600, env=self.env(), cwd=REPO)

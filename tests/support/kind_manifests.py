@@ -17,12 +17,9 @@ CIFAR_MIXUP_JOB = EXAMPLES / "cifar-mixup.yaml"
 IMAGES_USER = 1000  # the uid and gid kubetrain's images run as
 
 
-def _job_spec() -> dict[str, Any]:
-    return yaml.safe_load(CIFAR_MIXUP_JOB.read_text())["spec"]
-
-
-CHECKPOINT_CLAIM = _job_spec()["checkpoint"]["claimName"]
-CHECKPOINT_MOUNT = _job_spec()["checkpoint"]["mountPath"]
+QUICK_START_JOB: dict[str, Any] = yaml.safe_load(CIFAR_MIXUP_JOB.read_text())
+CHECKPOINT_CLAIM = QUICK_START_JOB["spec"]["checkpoint"]["claimName"]
+CHECKPOINT_MOUNT = QUICK_START_JOB["spec"]["checkpoint"]["mountPath"]
 
 
 def cluster_config(plain_cni: bool) -> dict[str, Any]:
@@ -49,7 +46,7 @@ def pod_job(name: str, image: str, claim: str, mount: str, command: list[str]) -
 def cifar_mixup(name: str, epochs: int, image: str | None = None) -> dict[str, Any]:
     """examples/kind/cifar-mixup.yaml (the quick start's job: the digits, 2 workers without GPUs) named `name`,
     training `epochs` epochs, in `image` if given."""
-    body = yaml.safe_load(CIFAR_MIXUP_JOB.read_text())
+    body = copy.deepcopy(QUICK_START_JOB)
     body["metadata"]["name"] = name
     spec = body["spec"]
     if image is not None:
@@ -61,7 +58,13 @@ def cifar_mixup(name: str, epochs: int, image: str | None = None) -> dict[str, A
 
 def job_image() -> str:
     """The image of the quick start's job (pulled from the quick start's registry)."""
-    return str(_job_spec()["image"])
+    return str(QUICK_START_JOB["spec"]["image"])
+
+
+def trained_epochs(body: dict[str, Any]) -> int:
+    """The epochs a cifar_mixup job's command asks for."""
+    command = body["spec"]["command"]
+    return int(command[command.index("--epochs") + 1])
 
 
 def elastic(body: dict[str, Any], min_workers: int, max_workers: int) -> dict[str, Any]:
