@@ -1,22 +1,31 @@
-"""The one module that talks to the Kubernetes API (official client): idempotent writes, events, and the few reads no
-cache serves (`kubetrain status`, the owner of a child that already exists)."""
+"""The one module that talks to the Kubernetes API (official client): idempotent writes, events, the few reads no
+cache serves (the owner of a child that already exists), and the command line's cluster: its kubeconfig, its default
+namespace and the watch `kubetrain status --watch` and `kubetrain wait` follow."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import math
+import os
 import threading
+import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, cast
 
 import orjson
-from kubernetes import client, config
+import urllib3
+from kubernetes import client, config, watch
+from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ConflictError, DynamicApiError, NotFoundError, ResourceNotFoundError
 
 from kubetrain.cache import owned_by
-from kubetrain.contract import GROUP, KIND, VERSION
+from kubetrain.contract import GROUP, KIND, PLURAL, VERSION
 from kubetrain.refusals import Refusal, classify, not_served
 
 log = logging.getLogger(__name__)
@@ -71,12 +80,6 @@ class Kube:
             if key not in self._resources:
                 self._resources[key] = self.dynamic.resources.get(api_version=api_version, kind=kind)
             return self._resources[key]
-
-    def get_training(self, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            return dict(self._resource(*TRAINING).get(name=name, namespace=namespace, serializer=_as_dict))
-        except NotFoundError:
-            return None
 
     def create(self, obj: Mapping[str, Any], owner_uid: str) -> dict[str, Any]:
         """Create and return the object as stored; an existing object of ours is success (409, returned as it is),
@@ -156,3 +159,143 @@ class Kube:
             self._resource("v1", "Event").create(body=body, namespace=meta["namespace"], serialize=False)
         except DynamicApiError as error:
             log.warning("could not post event %s on %s/%s: %s", reason, meta["namespace"], meta["name"], error.reason)
+
+
+# -- the command line's cluster ----------------------------------------------------------------------------------------
+
+POD_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+DEFAULT_NAMESPACE = "default"
+CONNECT_SECONDS = 10
+# A watch request ends on the server's side after this long; the client then watches again from where it was.
+WATCH_SECONDS = 300
+# How much longer than the server's end of a watch the client waits before it calls the server silent.
+WATCH_SLACK_SECONDS = 30
+GONE = 410
+
+
+class ClusterError(RuntimeError):
+    """The cluster could not answer: the message says what was tried and what went wrong, in one line."""
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """An API client for the command line, the namespace kubectl would use, and where both came from."""
+
+    api_client: client.ApiClient
+    namespace: str
+    source: str
+
+    @property
+    def server(self) -> str:
+        return str(self.api_client.configuration.host)
+
+
+def context_namespace(context: Mapping[str, Any] | None) -> str:
+    """The namespace of a kubeconfig context (as `list_kube_config_contexts` returns it), else default."""
+    return str(((context or {}).get("context") or {}).get("namespace") or DEFAULT_NAMESPACE)
+
+
+def pod_namespace(path: Path = POD_NAMESPACE_FILE) -> str:
+    """The namespace of the pod this runs in, from its service account's files, else default."""
+    try:
+        return path.read_text().strip() or DEFAULT_NAMESPACE
+    except OSError:
+        return DEFAULT_NAMESPACE
+
+
+def connect() -> Cluster:
+    """The cluster kubectl would talk to: $KUBECONFIG (or ~/.kube/config) and its current context, else the pod's
+    service account. Raises ClusterError naming both when neither is there. Nothing is sent to the server yet."""
+    kubeconfig = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+    configuration = client.Configuration()
+    try:
+        config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+        _, current = config.list_kube_config_contexts(config_file=kubeconfig)
+        source = f"kubeconfig {kubeconfig}, context {current.get('name', '?')}"
+        return Cluster(client.ApiClient(configuration), context_namespace(current), source)
+    except config.ConfigException as error:
+        tried = f"kubeconfig {kubeconfig} ({error})"
+    try:
+        config.load_incluster_config(client_configuration=configuration)
+    except config.ConfigException as error:
+        raise ClusterError(f"no cluster reachable: tried {tried} and a pod's service account ({error})") from None
+    return Cluster(client.ApiClient(configuration), pod_namespace(), "the pod's service account")
+
+
+def _unreachable(cluster: Cluster, error: urllib3.exceptions.HTTPError) -> ClusterError:
+    cause = str(getattr(error, "reason", None) or error)
+    # urllib3 starts its messages with the connection object, e.g. "HTTPSConnection(host=..., port=...): ..."
+    cause = cause.split("): ", 1)[-1] if cause.startswith("HTTP") else cause
+    return ClusterError(f"no cluster reachable at {cluster.server} ({cluster.source}): {cause}")
+
+
+@contextlib.contextmanager
+def _answers(cluster: Cluster) -> Iterator[None]:
+    """Turns what the client raises into one ClusterError line (410 Gone excepted: the caller lists again)."""
+    try:
+        yield
+    except urllib3.exceptions.HTTPError as error:
+        raise _unreachable(cluster, error) from None
+    except ApiException as error:
+        if error.status == GONE:
+            raise
+        if error.status == 404:
+            raise ClusterError(f"{cluster.server} ({cluster.source}) does not serve {PLURAL}.{GROUP}/{VERSION}: "
+                               "is kubetrain's CRD installed?") from None
+        raise ClusterError(f"{cluster.server} ({cluster.source}) refused: {error.status} {error.reason}: "
+                           f"{_api_message(error)}") from None
+
+
+def _api_message(error: ApiException) -> str:
+    try:
+        return str(orjson.loads(error.body or b"{}").get("message", "")).strip()
+    except orjson.JSONDecodeError:
+        return str(error.body or "").strip()
+
+
+def list_training(cluster: Cluster, namespace: str, name: str) -> tuple[dict[str, Any] | None, str]:
+    """The job (None when there is no such job) and the resourceVersion to watch it from."""
+    objects = client.CustomObjectsApi(cluster.api_client)
+    with _answers(cluster):
+        listing = cast(dict[str, Any], objects.list_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, field_selector=f"metadata.name={name}",
+            _request_timeout=(CONNECT_SECONDS, WATCH_SLACK_SECONDS)))
+    items = listing.get("items") or []
+    return (dict(items[0]) if items else None), str(listing["metadata"]["resourceVersion"])
+
+
+def follow_training(cluster: Cluster, namespace: str, name: str, timeout: float | None = None,
+                    clock: Callable[[], float] = time.monotonic) -> Iterator[dict[str, Any] | None]:
+    """The job as it is now, then as it is after each change; None when it does not exist or was deleted.
+
+    A Kubernetes watch on the one name, resumed from the last resourceVersion it saw. When the server no longer has
+    that version (410 Gone) the job is listed again. Raises TimeoutError once `timeout` seconds have passed.
+    """
+    deadline = None if timeout is None else clock() + timeout
+    objects = client.CustomObjectsApi(cluster.api_client)
+    body, version = list_training(cluster, namespace, name)
+    yield body
+    watcher = watch.Watch()
+    while True:
+        seconds = WATCH_SECONDS if deadline is None else min(WATCH_SECONDS, math.ceil(deadline - clock()))
+        if seconds <= 0:
+            raise TimeoutError(f"{timeout:g}s passed")
+        try:
+            with _answers(cluster):
+                try:
+                    for event in watcher.stream(
+                        objects.list_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL,
+                        field_selector=f"metadata.name={name}", resource_version=version, allow_watch_bookmarks=True,
+                        timeout_seconds=seconds, _request_timeout=(CONNECT_SECONDS, seconds + WATCH_SLACK_SECONDS),
+                    ):
+                        obj = event["raw_object"]
+                        version = str(obj["metadata"]["resourceVersion"])
+                        if event["type"] != "BOOKMARK":
+                            yield None if event["type"] == "DELETED" else dict(obj)
+                except urllib3.exceptions.ProtocolError as error:
+                    # The connection dropped in the middle of a watch: watch again from the last version seen.
+                    log.debug("watch of %s/%s dropped (%s): watching again", namespace, name, error)
+        except ApiException as error:  # only 410 Gone gets here
+            log.debug("watch of %s/%s expired (%s): listing again", namespace, name, error.reason)
+            body, version = list_training(cluster, namespace, name)
+            yield body

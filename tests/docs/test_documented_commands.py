@@ -52,6 +52,8 @@ RUN = {
 
 CLUSTER = "talks to a Kubernetes cluster (the controlplane tier installs the chart and runs jobs on a real API server)"
 CLUSTER_NAMED = f"{CLUSTER}; <name> is the reader's job"
+FOLLOW = ("follows a job in a Kubernetes cluster: tests/controlplane/test_cli_follow.py runs it as written, on a job "
+          "of that name in the namespace of its kubeconfig's current context")
 KIND_CLUSTER = "needs kind and Docker: the e2e tier (tests/e2e/test_kind.py) runs this path end to end"
 MENTION = "a tool and subcommand named in a sentence, not a whole command line"
 INSIDE_PODS = "what the launcher runs inside the pods (the launch and images tiers run it), not a reader's command"
@@ -146,6 +148,11 @@ NOT_RUN = {
     "kubectl cp": MENTION,
     "kubectl delete pvc": MENTION,
     "images/build.sh --registry R --push": f"{PLACEHOLDER}; the kind tier's quick start runs it with localhost:5001",
+    "kubetrain status cifar-mixup --watch": FOLLOW,
+    "kubetrain wait cifar-mixup --timeout 3600": FOLLOW,
+    "kubectl apply -f jobs/cifar_mixup/job.yaml && kubetrain wait cifar-mixup":
+        f"{CLUSTER}; tests/controlplane/test_documented_yaml.py sends this file to the API server (dry run) and "
+        "tests/controlplane/test_cli_follow.py runs `kubetrain wait cifar-mixup` on a job of that name",
     "tests/e2e/kind-node/cni.sh": f"configures the nodes of a kind cluster: {KIND_CLUSTER}",
     "kind load docker-image": MENTION,
     "kind build node-image": MENTION,
@@ -154,6 +161,8 @@ NOT_RUN = {
     "horovodrun --mpi": MENTION,
     "python -m <program>": PLACEHOLDER,
     "kubetrain run job.yaml --local": PLACEHOLDER,
+    "kubetrain status NAME --watch": PLACEHOLDER,
+    "kubetrain wait NAME [--timeout SECONDS]": PLACEHOLDER,
     ".venv/bin/python -m tests.jobs.soak --runs 50":
         "every kill-and-resume case 50 times, about 5 hours here; `python -m tests.jobs.soak --help` runs here and "
         "the jobs tier runs one kill-and-resume of each program",
