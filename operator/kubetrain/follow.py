@@ -26,7 +26,8 @@ EXIT_CODES = {reasons.SUCCEEDED: EXIT_SUCCEEDED, reasons.FAILED: EXIT_FAILED}  #
 class Snapshot:
     """The parts of a job's status a person follows. Two snapshots differ when one of these differs.
 
-    The message is carried along but not compared: it may change without anything a person follows changing.
+    The message and the epoch's metrics are carried along but not compared: they may change without anything a
+    person follows changing. The metrics change with the epoch, which is compared.
     """
 
     phase: str
@@ -38,6 +39,7 @@ class Snapshot:
     metric: str | None = None
     restarts: int = 0
     message: str = field(default="", compare=False)
+    metrics: Mapping[str, float] = field(default_factory=dict, compare=False)
 
     @property
     def finished(self) -> bool:
@@ -62,6 +64,7 @@ def snapshot(body: Mapping[str, Any]) -> Snapshot:
         metric=headline_metric(progress),
         restarts=status.get("restarts") or 0,
         message=status.get("message") or "",
+        metrics=dict(progress.get("metrics") or {}),
     )
 
 

@@ -1,5 +1,5 @@
 """The thin loops of `kubetrain status [--watch]` and `kubetrain wait`: follow the job, print what
-kubetrain.follow decides, exit as it says."""
+kubetrain.follow decides, exit as it says. `watch_changes` is the loop `kubetrain wait` and kubetrain.client share."""
 
 from __future__ import annotations
 
@@ -12,6 +12,10 @@ from typing import Any
 from kubetrain import follow
 from kubetrain.kube import Cluster, follow_training
 from kubetrain.report import format_status
+
+
+class JobNotFound(LookupError):
+    """The job to follow does not exist."""
 
 
 def error(message: str) -> None:
@@ -64,17 +68,30 @@ def ended(namespace: str, name: str, last: follow.Snapshot | None) -> int:
     return follow.EXIT_USAGE if code is None else code
 
 
-def wait_for(cluster: Cluster, namespace: str, name: str, timeout: float | None) -> int:
-    """Nothing until the job finishes, then one line; 124 and a line on stderr when `timeout` passes first."""
+def watch_changes(cluster: Cluster, namespace: str, name: str,
+                  timeout: float | None = None) -> Iterator[follow.Snapshot | None]:
+    """The job's snapshot now, then each change until it finishes; None when it was deleted first.
+
+    Raises JobNotFound when there is no such job, TimeoutError once `timeout` seconds have passed.
+    """
     bodies = follow_training(cluster, namespace, name, timeout)
     body = next(bodies)
     if body is None:
-        error(follow.not_found(namespace, name))
-        return follow.EXIT_USAGE
-    last: follow.Snapshot | None = follow.snapshot(body)
+        raise JobNotFound(follow.not_found(namespace, name))
+    first = follow.snapshot(body)
+    yield first
+    yield from follow.changes(snapshots(bodies), first)
+
+
+def wait_for(cluster: Cluster, namespace: str, name: str, timeout: float | None) -> int:
+    """Nothing until the job finishes, then one line; 124 and a line on stderr when `timeout` passes first."""
+    last: follow.Snapshot | None = None
     try:
-        for change in follow.changes(snapshots(bodies), last):
+        for change in watch_changes(cluster, namespace, name, timeout):
             last = change
+    except JobNotFound as missing:
+        error(str(missing))
+        return follow.EXIT_USAGE
     except TimeoutError:
         error(follow.timed_out(namespace, name, timeout or 0, last))
         return follow.EXIT_TIMEOUT

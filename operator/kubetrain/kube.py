@@ -299,3 +299,38 @@ def follow_training(cluster: Cluster, namespace: str, name: str, timeout: float 
             log.debug("watch of %s/%s expired (%s): listing again", namespace, name, error.reason)
             body, version = list_training(cluster, namespace, name)
             yield body
+
+
+def list_trainings(cluster: Cluster, namespace: str) -> list[dict[str, Any]]:
+    """Every DistributedTraining of the namespace, as the API server returns them."""
+    objects = client.CustomObjectsApi(cluster.api_client)
+    with _answers(cluster):
+        listing = cast(dict[str, Any], objects.list_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, _request_timeout=(CONNECT_SECONDS, WATCH_SLACK_SECONDS)))
+    return [dict(item) for item in listing.get("items") or []]
+
+
+def create_training(cluster: Cluster, body: Mapping[str, Any]) -> dict[str, Any]:
+    """Create the job in its metadata.namespace; returns it as stored. A taken name is a ClusterError saying so."""
+    objects = client.CustomObjectsApi(cluster.api_client)
+    namespace = body["metadata"]["namespace"]
+    with _answers(cluster):
+        return cast(dict[str, Any], objects.create_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, dict(body), _request_timeout=(CONNECT_SECONDS, WATCH_SLACK_SECONDS)))
+
+
+def remove_training(cluster: Cluster, namespace: str, name: str) -> bool:
+    """Delete the job (its children go in the background); False when there was no such job."""
+    if list_training(cluster, namespace, name)[0] is None:  # a 404 from delete could also mean no CRD
+        return False
+    objects = client.CustomObjectsApi(cluster.api_client)
+    try:
+        with _answers(cluster):
+            objects.delete_namespaced_custom_object(
+                GROUP, VERSION, namespace, PLURAL, name, body=client.V1DeleteOptions(propagation_policy="Background"),
+                _request_timeout=(CONNECT_SECONDS, WATCH_SLACK_SECONDS))
+    except ClusterError:
+        if list_training(cluster, namespace, name)[0] is None:  # deleted by someone else meanwhile
+            return False
+        raise
+    return True

@@ -24,7 +24,7 @@ import yaml
 from kubetrain.api import Job, SpecError, parse_job
 from kubetrain.contract import KIND
 from kubetrain.manifests.env import job_environment
-from kubetrain.schema import unknown_fields
+from kubetrain.schema import unknown_field_paths
 
 LAUNCHERS = ("mpirun", "horovodrun")
 # Kubernetes expands $(NAME) in command and env values from the container's variables; $$ escapes a dollar.
@@ -53,6 +53,15 @@ class LocalPlan:
 def load_job(path: str | os.PathLike[str], namespace: str | None = None) -> Job:
     """Read and validate a job.yaml: its one DistributedTraining (other documents are ignored), optionally placed in
     `namespace`."""
+    body = read_job_file(path)
+    try:
+        return check_job(body, namespace)
+    except SpecError as error:
+        raise JobFileError(f"{path}: {error}") from None
+
+
+def read_job_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The one DistributedTraining of a job.yaml, as written; other documents are ignored."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as error:
@@ -65,16 +74,20 @@ def load_job(path: str | os.PathLike[str], namespace: str | None = None) -> Job:
     if len(jobs) != 1:
         kinds = ", ".join(str(doc.get("kind")) for doc in documents if isinstance(doc, Mapping)) or "nothing"
         raise JobFileError(f"{path}: expected exactly one document with kind: {KIND}, found {len(jobs)} ({kinds})")
-    body = dict(jobs[0])
+    return dict(jobs[0])
+
+
+def check_job(body: Mapping[str, Any], namespace: str | None = None) -> Job:
+    """A DistributedTraining judged as the API server judges it on create, then parsed; optionally placed in
+    `namespace`. Raises SpecError naming the first field at fault (every unknown field at once)."""
+    body = dict(body)
     if namespace:
         body["metadata"] = {**(body.get("metadata") or {}), "namespace": namespace}
-    unknown = unknown_fields(body)
+    unknown = unknown_field_paths(body)
     if unknown:
-        raise JobFileError(f"{path}: {'; '.join(unknown)}")
-    try:
-        return parse_job(body)
-    except SpecError as error:
-        raise JobFileError(f"{path}: {error}") from None
+        (where, message), rest = unknown[0], unknown[1:]
+        raise SpecError(where, "; ".join([message, *(f"{path}: {said}" for path, said in rest)]))
+    return parse_job(body)
 
 
 def expand_references(text: str, variables: Mapping[str, str]) -> str:

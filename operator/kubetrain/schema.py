@@ -27,12 +27,17 @@ def crd_schema() -> Mapping[str, Any]:
 
 def unknown_fields(body: Mapping[str, Any]) -> list[str]:
     """Each field of `body` that the schema does not know, as `path: unknown field ...` with the fields it knows."""
-    found: list[str] = []
+    return [f"{where}: {message}" for where, message in unknown_field_paths(body)]
+
+
+def unknown_field_paths(body: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Each field of `body` that the schema does not know, as (path, what to say about it)."""
+    found: list[tuple[str, str]] = []
     _walk(body, crd_schema(), "", found, top=True)
     return found
 
 
-def _walk(value: Any, schema: Mapping[str, Any], path: str, found: list[str], top: bool = False) -> None:
+def _walk(value: Any, schema: Mapping[str, Any], path: str, found: list[tuple[str, str]], top: bool = False) -> None:
     if isinstance(value, list) and "items" in schema:
         for index, item in enumerate(value):
             _walk(item, schema["items"], f"{path}[{index}]", found)
@@ -50,7 +55,7 @@ def _walk(value: Any, schema: Mapping[str, Any], path: str, found: list[str], to
             if not (top and key == "metadata"):
                 _walk(item, known[key], where, found)
         elif not (top and key in _OBJECT_FIELDS):
-            found.append(f"{where}: unknown field, the API server refuses it{_suggestion(str(key), known)}")
+            found.append((where, f"unknown field, the API server refuses it{_suggestion(str(key), known)}"))
 
 
 def _suggestion(key: str, known: Mapping[str, Any]) -> str:
