@@ -88,11 +88,16 @@ def assert_followed_to(out: str, end: str) -> None:
 
 
 def launcher_finishes(plane: ControlPlane, namespace: str, name: str, operator: OperatorProcess, phase: str,
-                      exit_code: int) -> None:
-    """Once the job is Running, its launcher pod ends with `phase` and `exit_code`."""
+                      exit_code: int, watching: subprocess.Popen[str]) -> str:
+    """Once the job is Running and `watching` has printed the status it then follows (its first line: a command
+    started on a loaded machine may take seconds to get there), its launcher pod ends with `phase` and `exit_code`.
+    Returns that first line."""
     wait_for_status(plane, namespace, name, operator, phase="Running", timeout=180)
+    assert watching.stdout is not None
+    first = watching.stdout.readline()
     launcher = wait_for_pods(plane, namespace, name, 1, role="launcher", timeout=180)[0]
     plane.set_pod_outcome(namespace, launcher["metadata"]["name"], phase, exit_code=exit_code)
+    return first
 
 
 def test_watch_and_wait_follow_a_job_to_succeeded_and_exit_0(
@@ -100,13 +105,14 @@ def test_watch_and_wait_follow_a_job_to_succeeded_and_exit_0(
 ) -> None:
     create(control_plane, namespace, training("cifar-mixup", resources={"gpusPerWorker": 0}))
     watching, waiting = start(documented(WATCH), user_env), start(documented(WAIT), user_env)
-    launcher_finishes(control_plane, namespace, "cifar-mixup", operator, "Succeeded", exit_code=0)
+    first = launcher_finishes(control_plane, namespace, "cifar-mixup", operator, "Succeeded", 0, watching)
 
     code, out, err = finish(waiting)
     assert (code, err) == (0, ""), out + err
     assert out.startswith(f"{namespace}/cifar-mixup Succeeded: LauncherSucceeded") and out.count("\n") == 1, out
 
     code, out, err = finish(watching)
+    out = first + out
     assert (code, err) == (0, ""), out + err
     assert out.startswith(f"{namespace}/cifar-mixup: "), out
     assert_followed_to(out, "Succeeded")
@@ -118,13 +124,14 @@ def test_watch_and_wait_exit_1_when_the_job_fails(
     create(control_plane, namespace, training("broken", resources={"gpusPerWorker": 0},
                                               runPolicy={"backoffLimit": 0}))
     watching, waiting = start(["status", "broken", "-w"], user_env), start(["wait", "broken"], user_env)
-    launcher_finishes(control_plane, namespace, "broken", operator, "Failed", exit_code=1)
+    first = launcher_finishes(control_plane, namespace, "broken", operator, "Failed", 1, watching)
 
     code, out, err = finish(waiting)
     assert (code, err) == (1, ""), out + err
     assert out.startswith(f"{namespace}/broken Failed: LauncherFailed: ") and out.count("\n") == 1, out
 
     code, out, err = finish(watching)
+    out = first + out
     assert (code, err) == (1, ""), out + err
     assert_followed_to(out, "Failed")
     assert "message: " in out.splitlines()[-1], "the last line says why it failed"
