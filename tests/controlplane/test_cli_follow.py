@@ -11,6 +11,7 @@ import re
 import shlex
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -87,32 +88,62 @@ def assert_followed_to(out: str, end: str) -> None:
     assert "\x1b" not in out, "a pipe gets plain lines"
 
 
+class Watching:
+    """`kubetrain status --watch` running, its stdout read line by line as it comes (a thread), so the test can wait
+    for its first line and still get every line after it."""
+
+    def __init__(self, words: list[str], env: dict[str, str]) -> None:
+        self.process = start(words, env)
+        self.lines: list[str] = []
+        self.first = threading.Event()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for text in self.process.stdout:
+            self.lines.append(text)
+            self.first.set()
+
+    def wait_for_first_line(self, timeout: float = 180) -> None:
+        assert self.first.wait(timeout), f"{self.process.args} printed nothing in {timeout:g}s"
+
+    def finish(self, timeout: float = FINISH_SECONDS) -> tuple[int, str, str]:
+        """Exit code, every line it printed, and stderr."""
+        try:
+            code = self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            out = "".join(self.lines)
+            raise AssertionError(f"{self.process.args} still ran after {timeout:g}s\nstdout:\n{out}") from None
+        self.reader.join(timeout=30)
+        assert self.process.stderr is not None
+        return code, "".join(self.lines), self.process.stderr.read()
+
+
 def launcher_finishes(plane: ControlPlane, namespace: str, name: str, operator: OperatorProcess, phase: str,
-                      exit_code: int, watching: subprocess.Popen[str]) -> str:
+                      exit_code: int, watching: Watching) -> None:
     """Once the job is Running and `watching` has printed the status it then follows (its first line: a command
-    started on a loaded machine may take seconds to get there), its launcher pod ends with `phase` and `exit_code`.
-    Returns that first line."""
+    started on a loaded machine may take seconds to get there), its launcher pod ends with `phase` and `exit_code`."""
     wait_for_status(plane, namespace, name, operator, phase="Running", timeout=180)
-    assert watching.stdout is not None
-    first = watching.stdout.readline()
+    watching.wait_for_first_line()
     launcher = wait_for_pods(plane, namespace, name, 1, role="launcher", timeout=180)[0]
     plane.set_pod_outcome(namespace, launcher["metadata"]["name"], phase, exit_code=exit_code)
-    return first
 
 
 def test_watch_and_wait_follow_a_job_to_succeeded_and_exit_0(
     control_plane: ControlPlane, namespace: str, operator: OperatorProcess, user_env: dict[str, str]
 ) -> None:
     create(control_plane, namespace, training("cifar-mixup", resources={"gpusPerWorker": 0}))
-    watching, waiting = start(documented(WATCH), user_env), start(documented(WAIT), user_env)
-    first = launcher_finishes(control_plane, namespace, "cifar-mixup", operator, "Succeeded", 0, watching)
+    watching, waiting = Watching(documented(WATCH), user_env), start(documented(WAIT), user_env)
+    launcher_finishes(control_plane, namespace, "cifar-mixup", operator, "Succeeded", 0, watching)
 
     code, out, err = finish(waiting)
     assert (code, err) == (0, ""), out + err
     assert out.startswith(f"{namespace}/cifar-mixup Succeeded: LauncherSucceeded") and out.count("\n") == 1, out
 
-    code, out, err = finish(watching)
-    out = first + out
+    code, out, err = watching.finish()
     assert (code, err) == (0, ""), out + err
     assert out.startswith(f"{namespace}/cifar-mixup: "), out
     assert_followed_to(out, "Succeeded")
@@ -123,15 +154,14 @@ def test_watch_and_wait_exit_1_when_the_job_fails(
 ) -> None:
     create(control_plane, namespace, training("broken", resources={"gpusPerWorker": 0},
                                               runPolicy={"backoffLimit": 0}))
-    watching, waiting = start(["status", "broken", "-w"], user_env), start(["wait", "broken"], user_env)
-    first = launcher_finishes(control_plane, namespace, "broken", operator, "Failed", 1, watching)
+    watching, waiting = Watching(["status", "broken", "-w"], user_env), start(["wait", "broken"], user_env)
+    launcher_finishes(control_plane, namespace, "broken", operator, "Failed", 1, watching)
 
     code, out, err = finish(waiting)
     assert (code, err) == (1, ""), out + err
     assert out.startswith(f"{namespace}/broken Failed: LauncherFailed: ") and out.count("\n") == 1, out
 
-    code, out, err = finish(watching)
-    out = first + out
+    code, out, err = watching.finish()
     assert (code, err) == (1, ""), out + err
     assert_followed_to(out, "Failed")
     assert "message: " in out.splitlines()[-1], "the last line says why it failed"

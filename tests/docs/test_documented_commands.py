@@ -161,8 +161,9 @@ NOT_RUN = {
     "horovodrun --mpi": MENTION,
     "python -m <program>": PLACEHOLDER,
     "kubetrain run job.yaml --local": PLACEHOLDER,
-    "python examples/notebook.py": f"{CLUSTER}; tests/unit/operator/test_client.py runs its main() against a "
-                                   "scripted API server, tests/controlplane/test_client.py makes them on a real one",
+    "python examples/notebook.py": f"{CLUSTER}; tests/unit/operator/test_python_client.py runs its main() against "
+                                   "a scripted API server, tests/controlplane/test_python_client.py makes them on a "
+                                   "real one",
     "kubetrain wait": MENTION,
     "kubetrain run --local": MENTION,
     "kubetrain status NAME --watch": PLACEHOLDER,
