@@ -44,6 +44,16 @@ RESERVED_MOUNT_PATHS = ("/etc/kubetrain", HOME_DIR, "/tmp", "/dev/shm")
 IMAGE_PATHS = (VENV, "/opt/kubetrain", "/run/sshd", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/proc", "/sys",
                "/dev")
 
+# The launcher's failure report: the MPI command runs through images/entrypoints/lib/run_with_report.py, which writes
+# it to the launcher container's terminationMessagePath when the command fails (kubetrain.failure_report reads it).
+# lib/failure_report.py has the same kind and bounds (tests/unit/images/test_failure_report.py compares them).
+TERMINATION_LOG = "/dev/termination-log"
+FAILURE_REPORT_KIND = "kubetrain.dev/failure-report/v1"
+FAILURE_LINES = 20  # a rank's last lines, at most this many ...
+FAILURE_LINE_CHARS = 200  # ... each cut to this many characters ...
+FAILURE_LINES_BYTES = 2048  # ... and this many bytes together
+TERMINATION_MESSAGE_BYTES = 4096  # what Kubernetes keeps of a container's termination message
+
 # Environment: every name starting with the prefix is kubetrain's (kubetrain.manifests.env sets them).
 ENV_PREFIX = "KUBETRAIN_"
 # Open MPI 4.1 with libfabric 1.17 (Debian 12's, in every kubetrain image) can deadlock in MPI_Init: a rank waits for

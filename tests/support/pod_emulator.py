@@ -9,6 +9,8 @@
   init container copies; init containers are not run here). The job's data and checkpoint paths are rewritten in
   every pod, also in the launcher that does not mount them: it forwards them to the ranks (`mpirun -x`), which in a
   cluster is harmless because every pod sees the same path.
+- The container's terminationMessagePath is a file in the pod's folder (kubelet mounts one there), read back by
+  `Container.termination_message()`; a path in the env that names it is rewritten like a mount's.
 - The container runs as the pod's runAsUser/runAsGroup with fsGroup as a supplementary group, unless the test asks for
   root (the Python environment here lives under /root, which uid 1000 cannot read).
 """
@@ -43,9 +45,16 @@ class Container:
     process: Any
     log_path: Path
     mounts: dict[str, Path] = field(default_factory=dict)
+    termination_log: Path | None = None
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def termination_message(self) -> str:
+        """What the container wrote to its terminationMessagePath (kubelet keeps at most 4096 bytes of it)."""
+        if self.termination_log is None or not self.termination_log.exists():
+            return ""
+        return self.termination_log.read_bytes()[:4096].decode(errors="replace")
 
     def wait(self, timeout: float) -> int:
         return self.process.wait(timeout=timeout)
@@ -88,6 +97,12 @@ class Kubelet:
         }
         mounts = {**self.job_paths, **{m["mountPath"]: volumes[m["name"]] for m in container.get("volumeMounts", [])}}
         mounts[ENTRYPOINTS] = ENTRYPOINTS_SOURCE
+        termination_log = None
+        if "terminationMessagePath" in container:
+            termination_log = pod_dir / "termination-log"
+            termination_log.touch()
+            termination_log.chmod(0o666)  # any uid the container runs as
+            mounts[container["terminationMessagePath"]] = termination_log
 
         env = {"PATH": IMAGE_PATH, "LANG": "C.UTF-8"}
         for entry in container.get("env", []):
@@ -104,7 +119,7 @@ class Kubelet:
         log_path = pod_dir / "log"
         with open(log_path, "w") as log:
             process = self.network.spawn(host, argv, env, log, cwd=str(pod_dir), **user)
-        started = Container(pod["metadata"]["name"], host, process, log_path, mounts)
+        started = Container(pod["metadata"]["name"], host, process, log_path, mounts, termination_log)
         self.containers.append(started)
         return started
 

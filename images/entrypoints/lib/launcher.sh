@@ -12,12 +12,17 @@
 # 3. waits until every other host in KUBETRAIN_HOSTFILE accepts an ssh login (`ssh host true`, retried while the name
 #    does not resolve yet or sshd is not listening), for at most KUBETRAIN_WAIT_SECONDS (default 300) in total; its own
 #    line (launcher.runAsWorker) needs only to resolve. An elastic job waits for KUBETRAIN_ELASTIC_MIN_WORKERS of them;
-# 4. execs the implementation's command line (lib/mpi.sh) with KUBETRAIN_NUM_PROCESSES ranks, forwarding PATH,
+# 4. runs the implementation's command line (lib/mpi.sh) with KUBETRAIN_NUM_PROCESSES ranks, forwarding PATH,
 #    LD_LIBRARY_PATH, PYTHONPATH, every name in KUBETRAIN_FORWARD_ENV and any NCCL_, HOROVOD_, FI_, I_MPI_, UCX_ or
 #    MPIR_CVAR_ variable to the ranks. An elastic job execs horovodrun (lib/elastic.sh, lib/horovodrun.py) instead:
 #    it runs ranks on the Ready workers lib/discover_hosts.py finds, from minWorkers to maxWorkers, with its environment.
 #    Names in KUBETRAIN_POD_ENV are never forwarded: each rank starts through lib/pod-env.sh, which gives it its own
 #    pod's values (saved by kt_save_pod_env on every pod).
+# 5. runs that command through lib/run_with_report.py: its output streams to the log as before, and when it fails,
+#    which rank failed (the MPI's summary, else the rank whose output ended last), its exit code and its last lines go
+#    to KUBETRAIN_TERMINATION_LOG (default /dev/termination-log, the container's terminationMessagePath), where the
+#    operator reads them. That takes a Python 3.7 or newer in the image (python3, or horovodrun's own); without one the
+#    command is exec'd as is, and the job's status has the log's last lines only.
 # The MPI reaches the workers with `ssh -F $HOME/.ssh/ssh_config -i <key> -p KUBETRAIN_SSH_PORT`. The config checks
 # every worker's host key against known_hosts: the job's host key, which only its workers hold. horovodrun's ssh has
 # no -F (the config is ~/.ssh/config) and passes `-o StrictHostKeyChecking=no`: an ssh first on its PATH puts
@@ -46,6 +51,31 @@ kt_install_ssh_config() {
       kt_log "cannot write $dir/config: horovodrun's ssh runs without the job's ssh options"
     fi
   done
+}
+
+# kt_report_python [PYTHON]: PYTHON, else python3 or python on PATH, when it is Python 3.7 or newer (what
+# lib/run_with_report.py needs); prints nothing otherwise.
+kt_report_python() {
+  local candidate
+  for candidate in "$@" python3 python; do
+    if command -v "$candidate" >/dev/null 2>&1 &&
+      "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 7))' >/dev/null 2>&1; then
+      command -v "$candidate"
+      return 0
+    fi
+  done
+}
+
+# kt_exec_reported FLAVOR PYTHON COMMAND...: execs COMMAND through lib/run_with_report.py run by PYTHON, which says
+# which rank failed in the termination log; execs COMMAND itself when PYTHON is empty.
+kt_exec_reported() {
+  local flavor=$1 python=$2
+  shift 2
+  if [ -z "$python" ]; then
+    kt_log "no Python 3.7 or newer in image $KT_IMAGE: a failure's report names no rank (the log's last lines only)"
+    exec "$@"
+  fi
+  exec "$python" "$KT_LIB/run_with_report.py" "$flavor" "${KUBETRAIN_TERMINATION_LOG:-/dev/termination-log}" "$@"
 }
 
 # kt_absolute_ssh_config FILE: the config names its files as ~/.ssh/...; ssh's ~ is the home of the uid's passwd
@@ -203,7 +233,7 @@ if [ -n "$elastic_max" ]; then
   kt_elastic_command "$python" "$KT_LIB" "$elastic_min" "$elastic_max" "$slots" "$own_slots" "$iface" \
     "$wait_seconds" "$KT_PORT" "$KT_SSH_DIR/id_ed25519" "${KUBETRAIN_POD_ENV:-}" "${rank_command[@]}"
   kt_log "$accepted worker(s) ready; horovodrun with $elastic_min to $elastic_max worker(s) of $slots slot(s): $*"
-  exec "${KT_ELASTIC_ARGV[@]}"
+  kt_exec_reported elastic "$(kt_report_python "$python")" "${KT_ELASTIC_ARGV[@]}"
 fi
 
 # Intel MPI's libfabric picks a provider by itself and can hang on a pod network; TCP unless the job chose one.
@@ -226,4 +256,4 @@ as_root=0
 kt_mpi_command "$flavor" "$num_processes" "$hostfile" "${ssh_options[*]}" "$iface" "$as_root" "${forward[*]-}" \
   "${rank_command[@]}"
 kt_log "all hosts ready; $program -np $num_processes $*"
-exec "${KT_MPI_ARGV[@]}"
+kt_exec_reported "$flavor" "$(kt_report_python)" "${KT_MPI_ARGV[@]}"

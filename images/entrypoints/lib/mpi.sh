@@ -7,6 +7,9 @@
 #                                           what `<program> --version` printed; a mismatch prints the fix, returns 1.
 #   kt_mpi_command FLAVOR NP HOSTFILE SSH_OPTIONS IFACE AS_ROOT NAMES COMMAND...
 #                                           sets KT_MPI_ARGV: NAMES (space-separated) are the variables the ranks get.
+#                                           Each rank's output is tagged with its rank (`[1,0]<stdout>:` from Open MPI,
+#                                           `[0] ` from Hydra), as horovodrun tags it: the log says who printed what,
+#                                           and lib/failure_report.py keeps each rank's last lines.
 
 kt_mpi_program() {
   if [ "$1" = MPICH ]; then echo mpiexec; else echo mpirun; fi
@@ -45,7 +48,7 @@ kt_mpi_command() {
     openmpi4 | openmpi5)
       KT_MPI_ARGV=(mpirun)
       [ "$as_root" = 1 ] && KT_MPI_ARGV+=(--allow-run-as-root)
-      KT_MPI_ARGV+=(-np "$np" --hostfile "$hostfile" --bind-to none --map-by slot)
+      KT_MPI_ARGV+=(-np "$np" --hostfile "$hostfile" --bind-to none --map-by slot --tag-output)
       # No tree spawn: a worker holds no private key, and PRRTE cuts forwarded ssh options at the first '='.
       # Open MPI 4 must keep the hostfile's full names (it would ssh to the bare pod name, which does not resolve);
       # PRRTE must shorten them, or it does not see that the launcher's own line (runAsWorker) is this host.
@@ -66,7 +69,7 @@ kt_mpi_command() {
       else
         KT_MPI_ARGV=(mpirun -bootstrap ssh -bootstrap-exec-args "$ssh_options" -machinefile "$hostfile")
       fi
-      KT_MPI_ARGV+=(-n "$np")
+      KT_MPI_ARGV+=(-n "$np" -l)
       [ -n "$iface" ] && KT_MPI_ARGV+=(-iface "$iface")
       local IFS=,
       [ ${#list[@]} -gt 0 ] && KT_MPI_ARGV+=(-genvlist "${list[*]}") ;;

@@ -13,6 +13,7 @@ from kubetrain.contract import (
     HOME_DIR,
     LABEL_ATTEMPT,
     ROLE_LAUNCHER,
+    TERMINATION_LOG,
     launcher_name,
 )
 from kubetrain.manifests.env import container_env
@@ -45,11 +46,16 @@ def build_launcher_job(job: Job, attempt: int = 0) -> dict[str, Any]:
         "name": ROLE_LAUNCHER,
         "image": spec.image,
         "command": [f"{ENTRYPOINTS}/launcher", *spec.command],
-        "env": [*container_env(job), {"name": "HOME", "value": HOME_DIR}, *([] if runs_ranks else NO_GPU_ENV)],
+        "env": [*container_env(job), {"name": "HOME", "value": HOME_DIR},
+                # where the entrypoint writes which rank failed (its terminationMessagePath)
+                {"name": "KUBETRAIN_TERMINATION_LOG", "value": TERMINATION_LOG},
+                *([] if runs_ranks else NO_GPU_ENV)],
         "resources": worker_resources(job) if runs_ranks else LAUNCHER_RESOURCES,
         "securityContext": container_security_context(job),
         "volumeMounts": [*shared_mounts(), *(data_mounts(job) if runs_ranks else [])],
-        # the tail of the log becomes the termination message: kept in status after the pod is gone
+        # The entrypoint's failure report (which rank failed, its last lines) becomes the termination message; when
+        # it wrote none, the tail of the log does. Both are kept in the pod's status after the container is gone.
+        "terminationMessagePath": TERMINATION_LOG,
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     if spec.image_pull_policy:

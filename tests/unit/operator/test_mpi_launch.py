@@ -71,11 +71,20 @@ def test_an_unknown_version_text_falls_back_to_what_the_spec_says():
 
 def test_open_mpi_4_gets_ortes_options_and_keeps_full_host_names():
     argv = command("openmpi4")
-    assert argv[:9] == ["mpirun", "-np", "4", "--hostfile", "/etc/kubetrain/hosts/hostfile", "--bind-to", "none",
-                        "--map-by", "slot"]
+    assert argv[:10] == ["mpirun", "-np", "4", "--hostfile", "/etc/kubetrain/hosts/hostfile", "--bind-to", "none",
+                         "--map-by", "slot", "--tag-output"]
     assert argv[argv.index("plm_rsh_args") + 1] == SSH
     assert "orte_keep_fqdn_hostnames" in argv and "plm_rsh_no_tree_spawn" in argv and "--prtemca" not in argv
     assert argv[-7:] == ["-x", "PATH", "-x", "KUBETRAIN_JOB_NAME", "python", "-c", "print('a b')"]
+
+
+@pytest.mark.parametrize(("name", "tag"), [("openmpi4", "--tag-output"), ("openmpi5", "--tag-output"),
+                                           ("mpich", "-l"), ("intelmpi", "-l")])
+def test_every_mpi_tags_each_line_with_the_rank_that_printed_it(name, tag):
+    """`[1,0]<stdout>:` (Open MPI) or `[0] ` (Hydra) before each rank's output, as horovodrun tags it: the log says
+    who printed what, and the launcher's failure report keeps each rank's last lines."""
+    argv = command(name)
+    assert tag in argv[:argv.index("python")], argv
 
 
 def test_open_mpi_5_gets_prrtes_options_and_no_orte_names():
@@ -90,14 +99,14 @@ def test_open_mpi_5_gets_prrtes_options_and_no_orte_names():
 def test_mpich_gets_its_ssh_options_through_the_environment_and_a_list_of_variables():
     argv = command("mpich")
     assert argv[:2] == ["env", f"HYDRA_LAUNCHER_EXTRA_ARGS={SSH}"]
-    assert argv[2:] == ["mpiexec", "-launcher", "ssh", "-f", "/etc/kubetrain/hosts/hostfile", "-n", "4",
+    assert argv[2:] == ["mpiexec", "-launcher", "ssh", "-f", "/etc/kubetrain/hosts/hostfile", "-n", "4", "-l",
                         "-iface", "eth0", "-genvlist", "PATH,KUBETRAIN_JOB_NAME", "python", "-c", "print('a b')"]
 
 
 def test_intel_mpi_gets_bootstrap_options_and_a_machinefile():
     argv = command("intelmpi", as_root="1", iface="")  # no --allow-run-as-root: Intel's mpirun refuses it
     assert argv == ["mpirun", "-bootstrap", "ssh", "-bootstrap-exec-args", SSH, "-machinefile",
-                    "/etc/kubetrain/hosts/hostfile", "-n", "4", "-genvlist", "PATH,KUBETRAIN_JOB_NAME",
+                    "/etc/kubetrain/hosts/hostfile", "-n", "4", "-l", "-genvlist", "PATH,KUBETRAIN_JOB_NAME",
                     "python", "-c", "print('a b')"]
 
 
