@@ -38,11 +38,12 @@ LINE_BREAKS = re.compile(r"\r\n|\n")
 
 def clean_line(text: str, limit: int = FAILURE_LINE_CHARS) -> str:
     """One printed line made safe to show: what a terminal leaves of it (after its last carriage return), without
-    escape sequences, control or format characters (bidirectional overrides, zero widths), at most `limit`."""
+    escape sequences, control or format characters (bidirectional overrides, zero widths) or trailing blanks, at
+    most `limit` characters."""
     text = text.rstrip("\r")
     text = ANSI_ESCAPE.sub("", text[text.rfind("\r") + 1:]).replace("\t", " ")
     text = "".join(char for char in text if unicodedata.category(char) not in ("Cc", "Cf", "Cs", "Co", "Cn"))
-    text = text.strip()
+    text = text.rstrip()  # indentation stays: a traceback's says which line is which
     return text if len(text) <= limit else text[:limit - 1] + "\u2026"
 
 
@@ -159,6 +160,7 @@ class FailureDetail:
     last_lines: tuple[str, ...] = ()
     lines_from: str | None = None  # whose lines: "rank 1", "the launcher", "worker pod x-worker-1"
     detail: str | None = None  # the kubelet's words for a pod it took away (Evicted: ...)
+    reported: bool = False  # from the launcher's failure report (the MPI command ran and failed)
 
     @property
     def how(self) -> str:
@@ -235,6 +237,7 @@ def from_launcher(report: LauncherReport, where: Placement, launcher_exit: int |
         node=node,
         last_lines=report.last_lines,
         lines_from=(f"rank {rank}" if lines_of_rank else "the launcher") if report.last_lines else None,
+        reported=True,
     )
 
 

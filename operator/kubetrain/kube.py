@@ -26,6 +26,7 @@ from kubernetes.dynamic.exceptions import ConflictError, DynamicApiError, NotFou
 
 from kubetrain.cache import owned_by
 from kubetrain.contract import GROUP, KIND, PLURAL, VERSION
+from kubetrain.plan.model import EVENT_MESSAGE_CHARS
 from kubetrain.refusals import Refusal, classify, not_served
 
 log = logging.getLogger(__name__)
@@ -148,7 +149,7 @@ class Kube:
             },
             "type": event_type,
             "reason": reason,
-            "message": message[:1024],
+            "message": message[:EVENT_MESSAGE_CHARS],
             "firstTimestamp": now,
             "lastTimestamp": now,
             "count": 1,

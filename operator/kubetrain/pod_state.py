@@ -10,6 +10,7 @@ from typing import Any
 from kubetrain import reasons
 from kubetrain.contract import INIT_CONTAINER
 from kubetrain.failure_policy import DISRUPTION_TARGET, Cause
+from kubetrain.failure_report import FailureDetail, Placement, from_launcher, from_pod, read_report
 from kubetrain.kueue import stopped_mark
 
 IMAGE_ERRORS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
@@ -36,6 +37,7 @@ class Failure:
     reason: str
     message: str
     cause: Cause = Cause()
+    detail: FailureDetail | None = None  # status.failure: the failing rank, its pod and node, its last lines
 
 
 def iso(moment: datetime) -> str:
@@ -65,9 +67,10 @@ def unschedulable_message(pod: Obj) -> str | None:
     return None
 
 
-def pod_failure(pod: Obj, role: str) -> Failure | None:
+def pod_failure(pod: Obj, role: str, where: Placement | None = None) -> Failure | None:
     """A failure of one pod, named with its reason: a disruption (node lost, preempted, evicted), exit code,
-    OOMKilled, image pull errors."""
+    OOMKilled, image pull errors. A failed pod's detail names the failing rank (the launcher's report, or the pod's
+    own rank), its pod and its node; `where` places the attempt's ranks."""
     name = (pod.get("metadata") or {}).get("name", "?")
     status = pod.get("status") or {}
     cause = Cause(role.capitalize(), _exit_code(pod),
@@ -88,9 +91,10 @@ def pod_failure(pod: Obj, role: str) -> Failure | None:
             return Failure(failed_reason, f"{role} pod {name}: {waiting['reason']}: {detail}", cause)
     phase = pod_phase(pod)
     if phase == "Failed":
-        if role == "launcher" and cause.exit_code == LAUNCHER_UNREACHABLE_EXIT:
-            failed_reason = reasons.WORKERS_UNREACHABLE
-        return Failure(failed_reason, f"{role} pod {name} failed: {_termination(pod)}", cause)
+        detail = failure_detail(pod, role, where or Placement())
+        if role == "launcher" and cause.exit_code == LAUNCHER_UNREACHABLE_EXIT and not detail.reported:
+            failed_reason = reasons.WORKERS_UNREACHABLE  # not a rank's exit 3: the MPI command never ran
+        return Failure(failed_reason, detail.headline(role, name), cause, detail)
     if phase == "Succeeded" and role == "worker":
         return Failure(reasons.WORKER_FAILED, f"worker pod {name} exited before the launcher finished", cause)
     return None
@@ -131,27 +135,32 @@ def _disruption(pod: Obj, role: str, name: str) -> tuple[str, str] | None:
     return reason, f"{role} pod {name} on node {node}: {detail}"
 
 
+def failure_detail(pod: Obj, role: str, where: Placement) -> FailureDetail:
+    """What status.failure says of a failed pod: the launcher's report when it wrote one (its termination message),
+    else the pod's own state."""
+    terminated = _terminated(pod, role)
+    if role == "launcher" and terminated is not None and not (pod.get("status") or {}).get("reason"):
+        report = read_report(terminated.get("message"))
+        if report is not None:
+            return from_launcher(report, where, terminated.get("exitCode"))
+    return from_pod(pod, role, where, terminated)
+
+
+def _terminated(pod: Obj, container_name: str | None = None) -> Obj | None:
+    """The terminated state of the named container (each pod's main container is named for its role), else of the
+    first container that has one."""
+    found = [(container.get("name"), (container.get("state") or {}).get("terminated"))
+             for container in (pod.get("status") or {}).get("containerStatuses") or []]
+    ended = [(name, terminated) for name, terminated in found if terminated]
+    chosen = next((terminated for name, terminated in ended if name == container_name), None)
+    if chosen is None and ended:
+        chosen = ended[0][1]
+    return dict(chosen) if chosen else None
+
+
 def _exit_code(pod: Obj) -> int | None:
-    for container in (pod.get("status") or {}).get("containerStatuses") or []:
-        terminated = (container.get("state") or {}).get("terminated")
-        if terminated:
-            return terminated.get("exitCode")
-    return None
-
-
-def _termination(pod: Obj) -> str:
-    status = pod.get("status") or {}
-    if status.get("reason"):
-        return f"{status['reason']}: {status.get('message', '').strip()}".rstrip(": ")
-    for container in status.get("containerStatuses") or []:
-        terminated = (container.get("state") or {}).get("terminated")
-        if terminated:
-            reason = terminated.get("reason") or "Error"
-            text = f"{reason} (exit code {terminated.get('exitCode')})"
-            if terminated.get("message"):
-                text += f": {terminated['message'].strip()}"
-            return text
-    return "the pod failed"
+    terminated = _terminated(pod)
+    return terminated.get("exitCode") if terminated else None
 
 
 def job_finished(job: Obj | None) -> str | None:

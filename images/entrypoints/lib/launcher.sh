@@ -75,7 +75,7 @@ kt_exec_reported() {
     kt_log "no Python 3.7 or newer in image $KT_IMAGE: a failure's report names no rank (the log's last lines only)"
     exec "$@"
   fi
-  exec "$python" "$KT_LIB/run_with_report.py" "$flavor" "${KUBETRAIN_TERMINATION_LOG:-/dev/termination-log}" "$@"
+  exec "$python" -B "$KT_LIB/run_with_report.py" "$flavor" "${KUBETRAIN_TERMINATION_LOG:-/dev/termination-log}" "$@"
 }
 
 # kt_absolute_ssh_config FILE: the config names its files as ~/.ssh/...; ssh's ~ is the home of the uid's passwd

@@ -9,6 +9,7 @@ including after a restart mid-way.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -65,21 +66,21 @@ def _decide(world: World) -> Plan:
         for lost in elastic.departing(world).values():  # replaced, unless a podFailurePolicy rule fails the job
             verdict = failure_policy.decide(lost.cause, job.spec.run_policy.pod_failure_policy)
             if verdict.action == failure_policy.FAIL_JOB:
-                return _fail(world, Failure(lost.reason, f"{lost.message} ({verdict.rule})", lost.cause))
+                return _fail(world, replace(lost, message=f"{lost.message} ({verdict.rule})"))
         too_few = elastic.too_few_for(world)
         if too_few is not None and too_few >= job.spec.wait_for_workers_seconds:
             failure = elastic.too_few_failure(world)
     if failure is not None:
         verdict = failure_policy.decide(failure.cause, job.spec.run_policy.pod_failure_policy)
         if verdict.action == failure_policy.FAIL_JOB:
-            return _fail(world, Failure(failure.reason, f"{failure.message} ({verdict.rule})", failure.cause))
+            return _fail(world, replace(failure, message=f"{failure.message} ({verdict.rule})"))
         if verdict.action == failure_policy.IGNORE:
             return _restart(world, failure, ignored_by=verdict.rule)
         limit = job.spec.run_policy.backoff_limit
         if world.restarts < limit:
             return _restart(world, failure)
         reached = f"{failure.message} (backoffLimit {limit} reached after {world.restarts} restarts)"
-        return _fail(world, Failure(failure.reason, reached))
+        return _fail(world, replace(failure, message=reached))
     if job_finished(world.launcher) == "Complete":
         return _succeed(world)
     gang_left = _gang_wait(world)

@@ -44,6 +44,10 @@ class DeleteTraining:
     """ttlSecondsAfterFinished elapsed: delete the DistributedTraining itself (children follow by ownership)."""
 
 
+# An event's message is cut to this many characters (kubetrain.kube): a longer one loses its end.
+EVENT_MESSAGE_CHARS = 1024
+
+
 @dataclass(frozen=True)
 class Event:
     type: str  # Normal | Warning

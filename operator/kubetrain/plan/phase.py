@@ -13,10 +13,11 @@ from kubetrain import reasons as r
 from kubetrain.api import Job
 from kubetrain.contract import LABEL_JOB, LABEL_ROLE, ROLE_LAUNCHER, ROLE_WORKER, launcher_name, worker_name
 from kubetrain.failure_policy import Cause
+from kubetrain.failure_report import placement
 from kubetrain.kueue import cluster_queue, gated, waiting_words
 from kubetrain.plan import elastic
 from kubetrain.plan.desired import drifted
-from kubetrain.plan.model import Create, CreateSshSecret, Event, Obj, Plan
+from kubetrain.plan.model import EVENT_MESSAGE_CHARS, Create, CreateSshSecret, Event, Obj, Plan
 from kubetrain.plan.world import World
 from kubetrain.pod_state import (
     Failure,
@@ -38,12 +39,13 @@ def current_failure(world: World) -> Failure | None:
     """The first reason the current attempt cannot succeed, or None."""
     job = world.job
     replaced = elastic.departing(world) if job.spec.elastic else {}  # an elastic job replaces these, goes on
+    where = placement(job, world.workers, world.launcher_pod)
     for index in sorted(world.workers):
-        failure = pod_failure(world.workers[index], ROLE_WORKER)
+        failure = pod_failure(world.workers[index], ROLE_WORKER, where)
         if failure is not None and index not in replaced and index < job.spec.workers:
             return failure
     if world.launcher_pod is not None:
-        failure = pod_failure(world.launcher_pod, ROLE_LAUNCHER)
+        failure = pod_failure(world.launcher_pod, ROLE_LAUNCHER, where)
         if failure is not None:
             return failure
     if job_finished(world.launcher) == "Failed":
@@ -52,7 +54,7 @@ def current_failure(world: World) -> Failure | None:
         for index in range(job.spec.workers):
             pod = world.workers.get(index)
             gone = world.departed.get(index) if pod is None else None
-            failure = pod_failure(gone, ROLE_WORKER) if gone is not None else None
+            failure = pod_failure(gone, ROLE_WORKER, where) if gone is not None else None
             if failure is not None:  # deleted right after Kubernetes marked it: say why, as if seen marked
                 return failure
             if pod is None or is_terminating(pod):
@@ -208,7 +210,7 @@ def restarting(world: World, failure: Failure, plan: Plan, ignored_by: str | Non
         message = f"restart, not counted toward backoffLimit ({ignored_by}): {failure.message}"
     else:
         message = f"restart {restarts}/{world.job.spec.run_policy.backoff_limit}: {failure.message}"
-    _next_attempt(world, failure.reason, message, plan)
+    _next_attempt(world, failure.reason, message, plan, failure=failure)
     plan.status["restarts"] = restarts
     if ignored_by:
         plan.status["ignoredFailures"] = int(world.status.get("ignoredFailures", 0)) + 1
@@ -220,8 +222,10 @@ def requeued(world: World, stop: Failure, plan: Plan) -> None:
     _next_attempt(world, stop.reason, message, plan, {r.COND_ADMITTED: ("False", stop.reason, stop.message)})
 
 
-def _next_attempt(world: World, reason: str, message: str, plan: Plan, conditions: Conditions | None = None) -> None:
-    """Restarting into attempt+1: the status, its conditions (and `conditions`), and a Warning event."""
+def _next_attempt(world: World, reason: str, message: str, plan: Plan, conditions: Conditions | None = None,
+                  failure: Failure | None = None) -> None:
+    """Restarting into attempt+1: the status, its conditions (and `conditions`), and a Warning event; what
+    `failure` names (status.failure) goes in the status and the event."""
     merged = {
         r.COND_RESTARTING: ("True", reason, message),
         r.COND_RUNNING: ("False", reason, message),
@@ -229,7 +233,16 @@ def _next_attempt(world: World, reason: str, message: str, plan: Plan, condition
         **(conditions or {}),
     }
     plan.status = status_of(world, r.RESTARTING, reason, message, merged, 0, world.attempt + 1)
-    plan.events.append(Event("Warning", reason, message))
+    plan.events.append(Event("Warning", reason, reported(world, failure, message, plan)))
+
+
+def reported(world: World, failure: Failure | None, message: str, plan: Plan) -> str:
+    """Puts what `failure` names in status.failure; returns the event's message: `message`, then the failing rank's
+    last lines (bounded), shown as what it printed."""
+    if failure is None or failure.detail is None:
+        return message
+    plan.status["failure"] = failure.detail.status(world.attempt)
+    return failure.detail.event_message(message, EVENT_MESSAGE_CHARS)
 
 
 def failed(world: World, failure: Failure, plan: Plan) -> None:
@@ -240,7 +253,7 @@ def failed(world: World, failure: Failure, plan: Plan) -> None:
     }
     plan.status = status_of(world, r.FAILED, failure.reason, failure.message, conditions, 0)
     plan.status["completionTime"] = iso(world.now)
-    plan.events.append(Event("Warning", failure.reason, failure.message))
+    plan.events.append(Event("Warning", failure.reason, reported(world, failure, failure.message, plan)))
 
 
 def succeeded(world: World, plan: Plan) -> None:

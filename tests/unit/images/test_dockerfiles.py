@@ -266,8 +266,8 @@ ENTRYPOINT_SCRIPTS = sorted(p for p in (IMAGES / "entrypoints").rglob("*") if p.
 
 @pytest.mark.parametrize("script", ENTRYPOINT_SCRIPTS, ids=lambda p: str(p.relative_to(IMAGES)))
 def test_entrypoint_scripts_parse(script):
-    """The wrappers are POSIX sh (an image without bash gets a message), the Python helpers of an elastic launcher
-    Python (stdlib only: the image's Python runs them), the rest bash."""
+    """The wrappers are POSIX sh (an image without bash gets a message), the launcher's Python helpers Python
+    (stdlib only: the image's Python runs them), the rest bash."""
     if script.suffix == ".py":
         compile(script.read_text(), str(script), "exec")
         return

@@ -17,7 +17,7 @@ RUNNER = Path(__file__).resolve().parents[3] / "images" / "entrypoints" / "lib" 
 
 
 def start(tmp_path: Path, script: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, str(RUNNER), "openmpi4", str(tmp_path / "termination-log"),
+    return subprocess.Popen([sys.executable, "-B", str(RUNNER), "openmpi4", str(tmp_path / "termination-log"),
                              "sh", "-c", script], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
 
@@ -72,7 +72,7 @@ def test_a_process_left_holding_the_output_does_not_keep_the_launcher_running(tm
 
 
 def test_an_unwritable_termination_log_is_said_and_the_exit_code_kept(tmp_path):
-    run = subprocess.run([sys.executable, str(RUNNER), "openmpi4", str(tmp_path / "missing" / "log"),
+    run = subprocess.run([sys.executable, "-B", str(RUNNER), "openmpi4", str(tmp_path / "missing" / "log"),
                           "sh", "-c", "exit 5"], capture_output=True, text=True, timeout=10)
     assert run.returncode == 5
     assert f"cannot write the failure report to {tmp_path / 'missing' / 'log'}" in run.stderr
