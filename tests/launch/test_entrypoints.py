@@ -27,8 +27,13 @@ REPORT = [
 ]
 
 
+def printed(output: str) -> list[str]:
+    """What the ranks printed, without the tag mpirun puts before each rank's line (`[1,0]<stdout>:`)."""
+    return re.findall(r"^\[\d+,\d+\]<stdout>:(.*)$", output, re.MULTILINE)
+
+
 def ranks(output: str) -> set[str]:
-    return {line.split(" uid ")[0] for line in output.splitlines() if line.startswith("rank ")}
+    return {line.split(" uid ")[0] for line in printed(output) if line.startswith("rank ")}
 
 
 IMAGE_USER = "kubetrain:x:1000:1000:kubetrain:/home/kubetrain:/bin/bash"
@@ -63,7 +68,7 @@ def test_launcher_runs_one_rank_on_each_worker(deploy, user, pod_template, uid):
     output = launcher.log()
     # --map-by slot fills the hostfile in order: rank 0 on worker 0
     assert ranks(output) == {"rank 0 of 2 on hello-worker-0", "rank 1 of 2 on hello-worker-1"}, output
-    for line in (line for line in output.splitlines() if line.startswith("rank ")):
+    for line in (line for line in printed(output) if line.startswith("rank ")):
         assert line.endswith(f" uid {uid} job hello checkpoints {cluster.checkpoint_dir} greeting hi horovod forwarded")
     for worker in cluster.workers.values():
         assert re.search(r"Accepted publickey for \S+ from " + re.escape(cluster.launcher_host.address), worker.log())
@@ -113,7 +118,7 @@ def test_each_rank_sees_its_own_pods_values_and_no_command_line_holds_a_secret(d
     holders = command_lines_holding(b"s3cr3t", launcher)
     assert launcher.wait(timeout=60) == 0, launcher.log()
     digest = hashlib.sha256(TOKEN.encode()).hexdigest()[:16]
-    lines = sorted(line for line in launcher.log().splitlines() if line.startswith("rank "))
+    lines = sorted(line for line in printed(launcher.log()) if line.startswith("rank "))
     assert lines == [f"rank {i} pod own-worker-{i} ip {cluster.worker_hosts[i].address} token {digest}"
                      for i in range(2)], launcher.log()
     assert not holders, f"a secret on a command line: {holders}"
