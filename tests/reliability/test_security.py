@@ -236,6 +236,8 @@ def test_a_pod_named_like_a_worker_cannot_end_the_job_and_a_worker_reports_progr
             "a worker rewrites what the limits count": patch_status(own, namespace, "alpha", {"status": {
                 "progress": {"epoch": 2}, "restarts": 9, "attempt": 9, "startTime": "2099-01-01T00:00:00Z"}}),
             "a worker adds itself a reporter": patch_status(own, namespace, "alpha", {"status": {"podUIDs": ["x"]}}),
+            "a worker blames another rank": patch_status(own, namespace, "alpha", {"status": {
+                "failure": {"rank": 1, "pod": "alpha-worker-1", "lastLines": ["it was rank 1"]}}}),
         }
         accepted = report_progress(own, namespace, "alpha")
         FIGURES.count("forged status writes admitted", sum(1 for refusal in refused.values() if refusal is None))
@@ -246,7 +248,8 @@ def test_a_pod_named_like_a_worker_cannot_end_the_job_and_a_worker_reports_progr
         only = "the pods of DistributedTraining alpha may report only status.progress and status.checkpoint; refused: "
         for what, fields in (("a worker ends its job", ("completionTime", "phase")),
                              ("a worker rewrites what the limits count", ("attempt", "restarts", "startTime")),
-                             ("a worker adds itself a reporter", ("podUIDs",))):
+                             ("a worker adds itself a reporter", ("podUIDs",)),
+                             ("a worker blames another rank", ("failure",))):
             message = str(refused[what])
             assert only in message and all(f"status.{field}" in message for field in fields), (what, message)
 

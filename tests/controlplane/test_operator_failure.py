@@ -1,0 +1,96 @@
+"""A failed attempt, against the real API server and the operator: `kubectl describe dtr NAME` alone says which rank
+failed, in which pod on which node, how, and what it printed last (status.failure, the condition, the event)."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from tests.support.cluster import ControlPlane
+from tests.support.operator_harness import (
+    OperatorProcess,
+    create,
+    events,
+    live_pods,
+    training,
+    wait_for_pods,
+    wait_for_status,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "tests" / "unit" / "images" / "mpi_output" / "openmpi4-exit"
+TRACEBACK = ["rank 1 starting", "Traceback (most recent call last):", "ValueError: boom on rank 1"]
+
+
+def entrypoint_report() -> ModuleType:
+    path = REPO / "images" / "entrypoints" / "lib" / "failure_report.py"
+    spec = importlib.util.spec_from_file_location("entrypoint_failure_report", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def launcher_termination_message() -> str:
+    """What the launcher's entrypoint writes when Open MPI's real output says rank 1 exited 3 (a captured run)."""
+    report = entrypoint_report()
+    output = report.RankOutput("openmpi4")
+    for stream in ("stdout", "stderr"):
+        output.feed(stream, SAMPLE.with_suffix(f".{stream}").read_bytes().decode())
+    output.close()
+    return report.encode(report.report(output, 3)).decode()
+
+
+def test_a_failing_rank_is_named_with_its_pod_node_exit_code_and_last_lines(
+    control_plane: ControlPlane, namespace: str, operator: OperatorProcess
+) -> None:
+    create(control_plane, namespace, training("crash", runPolicy={"backoffLimit": 0}))
+    workers = {pod["metadata"]["name"]: pod for pod in wait_for_pods(control_plane, namespace, "crash", 2)}
+    node = workers["crash-worker-1"]["spec"]["nodeName"]
+    [launcher] = wait_for_pods(control_plane, namespace, "crash", 1, role="launcher")
+    control_plane.set_pod_outcome(namespace, launcher["metadata"]["name"], "Failed", exit_code=3,
+                                  message=launcher_termination_message())
+
+    failed = wait_for_status(control_plane, namespace, "crash", operator, phase="Failed")
+    assert failed["failure"] == {"attempt": 0, "rank": 1, "rankFrom": "MPI", "pod": "crash-worker-1", "node": node,
+                                 "exitCode": 3, "reason": "Error", "lastLines": TRACEBACK, "linesFrom": "rank 1"}
+    headline = f"rank 1 failed in pod crash-worker-1 on node {node}: Error (exit code 3)"
+    assert failed["reason"] == "LauncherFailed"
+    assert failed["message"] == f"{headline} (backoffLimit 0 reached after 0 restarts)"
+    condition = next(c for c in failed["conditions"] if c["type"] == "Failed")
+    assert condition["message"] == failed["message"]
+    [warning] = [e for e in events(control_plane, namespace, "crash") if e["type"] == "Warning"]
+    assert warning["reason"] == "LauncherFailed"
+    assert warning["message"] == (f"{failed['message']}\nlast lines of rank 1:\n"
+                                  + "\n".join(f"  | {line}" for line in TRACEBACK))
+
+    described = control_plane.kubectl("describe", "dtr", "crash", "--namespace", namespace)
+    start = described.index("\n  Failure:\n")
+    failure = described[start:described.index("\n  Message:", start) + 1]
+    for field, value in (("Rank", "1"), ("Pod", "crash-worker-1"), ("Node", node), ("Exit Code", "3"),
+                         ("Reason", "Error"), ("Rank From", "MPI")):
+        assert re.search(rf"^ +{field}: +{re.escape(value)}$", failure, re.MULTILINE), f"{field}: {value}\n{failure}"
+    assert "    Last Lines:\n" + "".join(f"      {line}\n" for line in TRACEBACK) in failure, failure
+    events_part = described[described.index("Events:"):]
+    assert headline in events_part and "\n  | ValueError: boom on rank 1\n" in events_part, events_part
+
+
+def test_a_worker_killed_for_memory_is_named_with_its_rank_and_node(
+    control_plane: ControlPlane, namespace: str, operator: OperatorProcess
+) -> None:
+    create(control_plane, namespace, training("hungry", runPolicy={"backoffLimit": 1}))
+    wait_for_pods(control_plane, namespace, "hungry", 1, role="launcher")
+    [worker] = [pod for pod in live_pods(control_plane, namespace, "hungry") if pod["metadata"]["name"].endswith("-0")]
+    node = worker["spec"]["nodeName"]
+    control_plane.set_pod_outcome(namespace, "hungry-worker-0", "Failed", reason="OOMKilled", exit_code=137)
+
+    restarted = wait_for_status(control_plane, namespace, "hungry", operator, restarts=1)
+    assert restarted["failure"] == {"attempt": 0, "rank": 0, "rankFrom": "Hostfile", "pod": "hungry-worker-0",
+                                    "node": node, "exitCode": 137, "reason": "OOMKilled", "lastLines": []}
+    said = [e["message"] for e in events(control_plane, namespace, "hungry") if e["reason"] == "WorkerFailed"]
+    assert f"restart 1/1: worker pod hungry-worker-0 failed: OOMKilled (exit code 137) on node {node} (rank 0)" \
+        in said, said
