@@ -14,7 +14,7 @@
 #    line (launcher.runAsWorker) needs only to resolve. An elastic job waits for KUBETRAIN_ELASTIC_MIN_WORKERS of them;
 # 4. runs the implementation's command line (lib/mpi.sh) with KUBETRAIN_NUM_PROCESSES ranks, forwarding PATH,
 #    LD_LIBRARY_PATH, PYTHONPATH, every name in KUBETRAIN_FORWARD_ENV and any NCCL_, HOROVOD_, FI_, I_MPI_, UCX_ or
-#    MPIR_CVAR_ variable to the ranks. An elastic job execs horovodrun (lib/elastic.sh, lib/horovodrun.py) instead:
+#    MPIR_CVAR_ variable to the ranks. An elastic job runs horovodrun (lib/elastic.sh, lib/horovodrun.py) instead:
 #    it runs ranks on the Ready workers lib/discover_hosts.py finds, from minWorkers to maxWorkers, with its environment.
 #    Names in KUBETRAIN_POD_ENV are never forwarded: each rank starts through lib/pod-env.sh, which gives it its own
 #    pod's values (saved by kt_save_pod_env on every pod).
