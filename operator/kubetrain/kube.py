@@ -43,6 +43,10 @@ class ChildConflict(RuntimeError):
     """A child's name is taken by an object this job does not own."""
 
 
+class LogUnreadable(RuntimeError):
+    """A pod's log could not be read: the message says why, in one line."""
+
+
 class ChildRefused(RuntimeError):
     """The API server refused to create a child: what it means for the job is in `refusal`."""
 
@@ -125,6 +129,31 @@ class Kube:
 
     def delete_training(self, namespace: str, name: str) -> None:
         self.delete(*TRAINING, namespace=namespace, name=name)
+
+    def read_log(self, namespace: str, pod: str, container: str, tail_lines: int, limit_bytes: int,
+                 seconds: float) -> bytes:
+        """The last `tail_lines` lines of a container's log, at most `limit_bytes` of them. LogUnreadable when the
+        API server cannot give them (the pod is gone, its node does not answer) or has not within `seconds`."""
+        deadline = time.monotonic() + seconds
+        chunks: list[bytes] = []
+        try:
+            response = cast(urllib3.HTTPResponse, client.CoreV1Api(self.api_client).read_namespaced_pod_log(
+                pod, namespace, container=container, tail_lines=tail_lines, limit_bytes=limit_bytes,
+                _preload_content=False, _request_timeout=(CONNECT_SECONDS, seconds)))
+            try:
+                for chunk in response.stream(64 * 1024):
+                    chunks.append(chunk)
+                    if sum(map(len, chunks)) >= limit_bytes:
+                        break
+                    if time.monotonic() > deadline:
+                        raise LogUnreadable(f"no whole answer within {seconds:g}s")
+            finally:
+                response.close()
+        except ApiException as error:
+            raise LogUnreadable(f"{error.status} {error.reason}: {_api_message(error)}") from None
+        except urllib3.exceptions.HTTPError as error:
+            raise LogUnreadable(str(getattr(error, "reason", None) or error)) from None
+        return b"".join(chunks)[:limit_bytes]
 
     def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> dict[str, Any]:
         """Merge `status` into the job's status; returns the job as stored."""

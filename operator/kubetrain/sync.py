@@ -2,7 +2,8 @@
 
 The pass reads nothing from the API server: every call it makes is a write. What it writes (children it creates, the
 status it patches) goes into `Written`, so the next pass sees it even before the watch delivers it. Events are
-posted after the children are created, never in their way."""
+posted after the children are created, never in their way. The one read it makes is a failed attempt's launcher log,
+copied before the pods that hold it are deleted (SaveLog): bounded in bytes and time, and never in a restart's way."""
 
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ from kubetrain import reasons
 from kubetrain.api import Job, SpecError, parse_job
 from kubetrain.cache import TRAININGS, Snapshot, Written
 from kubetrain.children import BY_KIND
-from kubetrain.contract import ENTRYPOINTS_IMAGE
+from kubetrain.contract import ENTRYPOINTS_IMAGE, ROLE_LAUNCHER
 from kubetrain.keys import generate_job_keys
-from kubetrain.kube import ChildConflict, ChildRefused, Kube
+from kubetrain.kube import ChildConflict, ChildRefused, Kube, LogUnreadable
+from kubetrain.manifests import attempt_log
 from kubetrain.manifests.ssh import build_ssh_secret
 from kubetrain.metrics import record_transition
 from kubetrain.plan import (
@@ -30,6 +32,7 @@ from kubetrain.plan import (
     DeleteTraining,
     Patch,
     Plan,
+    SaveLog,
     decide,
     phase,
     status_changed,
@@ -39,6 +42,7 @@ from kubetrain.runtime.queue import RetryLater
 
 log = logging.getLogger(__name__)
 CONFLICT_REQUEUE_SECONDS = 30.0
+LOG_READ_SECONDS = 10.0  # the longest one read of a launcher log may take (two at most per copy)
 
 
 def utcnow() -> datetime:
@@ -147,15 +151,15 @@ def _apply(writer: Writer, status: dict[str, Any], plan: Plan, job: Job) -> None
 
 def waves(actions: list[Action]) -> list[list[Action]]:
     """Actions grouped in the order they may run: a gang's pods need their PodGroup (and none is made if the
-    cluster does not serve that kind), the old attempt's pods go before the new attempt's come, the launcher needs
-    its workers. Everything else goes with the pods: a pod may be created before the ConfigMap and Secret it mounts
-    (the kubelet waits for them)."""
+    cluster does not serve that kind), a failed attempt's launcher log is copied before its pods go, the old
+    attempt's pods go before the new attempt's come, the launcher needs its workers. Everything else goes with the
+    pods: a pod may be created before the ConfigMap and Secret it mounts (the kubelet waits for them)."""
     def rank(action: Action) -> int:
         if isinstance(action, DeleteTraining):
             return 4
         if isinstance(action, Delete):
             return 1
-        if isinstance(action, Create) and action.obj["kind"] == "PodGroup":
+        if isinstance(action, SaveLog) or isinstance(action, Create) and action.obj["kind"] == "PodGroup":
             return 0
         if isinstance(action, Create) and action.obj["kind"] == "Job":
             return 3
@@ -174,7 +178,42 @@ def _call(writer: Writer, action: Action, job: Job) -> Callable[[], None]:
         return lambda: writer.patch(action.obj)
     if isinstance(action, Delete):
         return lambda: kube.delete(action.api_version, action.kind, meta["namespace"], action.name)
+    if isinstance(action, SaveLog):
+        return lambda: save_log(writer, action, job)
     return lambda: kube.delete_training(meta["namespace"], meta["name"])
+
+
+def save_log(writer: Writer, save: SaveLog, job: Job) -> None:
+    """Copy the end of attempt `save.attempt`'s launcher log into its ConfigMap. Never raises: a copy that cannot be
+    made, or holds no log, is a Warning event, and the restart it comes with goes on."""
+    tail = _launcher_tail(writer.kube, job.namespace, save)
+    try:
+        writer.create(attempt_log.build_attempt_log(job, save.attempt, save.pod, tail), job.uid)
+    except Exception as error:  # a name taken, a quota, the operator's RBAC: the restart matters more
+        log.warning("%s/%s: attempt %d's launcher log not kept: %s", job.namespace, job.name, save.attempt, error)
+        writer.event(reasons.LOG_NOT_SAVED, f"attempt {save.attempt}'s launcher log was not kept: {error}", "Warning")
+        return
+    if not tail.text and tail.note:
+        writer.event(reasons.LOG_NOT_SAVED, f"attempt {save.attempt}: {tail.note}", "Warning")
+
+
+def _launcher_tail(kube: Kube, namespace: str, save: SaveLog) -> attempt_log.Tail:
+    """The end of the launcher pod's log, or a note saying why there is none. When the last TAIL_LINES lines are more
+    than READ_BYTES, it asks again for as many lines as fit in KEEP_BYTES."""
+    if save.pod is None:
+        return attempt_log.no_launcher_pod(save.attempt)
+    lines = attempt_log.TAIL_LINES
+    try:
+        raw = kube.read_log(namespace, save.pod, ROLE_LAUNCHER, lines, attempt_log.READ_BYTES, LOG_READ_SECONDS)
+        if len(raw) >= attempt_log.READ_BYTES:
+            lines = attempt_log.fewer_lines(raw)
+            raw = kube.read_log(namespace, save.pod, ROLE_LAUNCHER, lines, attempt_log.READ_BYTES, LOG_READ_SECONDS)
+    except LogUnreadable as error:
+        return attempt_log.unreadable(save.pod, str(error))
+    except Exception as error:  # whatever else goes wrong here must not stop the restart either
+        log.exception("reading the log of launcher pod %s/%s", namespace, save.pod)
+        return attempt_log.unreadable(save.pod, str(error))
+    return attempt_log.tail_of(raw, lines)
 
 
 def _fail(writer: Writer, status: dict[str, Any], reason: str, message: str, now: datetime) -> None:
