@@ -1,6 +1,7 @@
 """The one module that talks to the Kubernetes API (official client): idempotent writes, events, the few reads no
-cache serves (the owner of a child that already exists), and the command line's cluster: its kubeconfig, its default
-namespace and the watch `kubetrain status --watch` and `kubetrain wait` follow."""
+cache serves (the owner of a child that already exists, a failed launcher's log), and the command line's cluster: its
+kubeconfig, its default namespace, the watch `kubetrain status --watch` and `kubetrain wait` follow, and the launcher
+output `kubetrain logs` reads."""
 
 from __future__ import annotations
 
@@ -25,7 +26,18 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ConflictError, DynamicApiError, NotFoundError, ResourceNotFoundError
 
 from kubetrain.cache import owned_by
-from kubetrain.contract import GROUP, KIND, PLURAL, VERSION
+from kubetrain.contract import (
+    GROUP,
+    KIND,
+    LABEL_ATTEMPT,
+    LABEL_JOB,
+    LABEL_ROLE,
+    PLURAL,
+    ROLE_ATTEMPT_LOG,
+    ROLE_LAUNCHER,
+    VERSION,
+    attempt_log_name,
+)
 from kubetrain.refusals import Refusal, classify, not_served
 
 log = logging.getLogger(__name__)
@@ -363,3 +375,100 @@ def remove_training(cluster: Cluster, namespace: str, name: str) -> bool:
             return False
         raise
     return True
+
+
+# -- the command line's reads of launcher output (kubetrain logs) -----------------------------------------------------
+
+
+@contextlib.contextmanager
+def _core_answers(cluster: Cluster) -> Iterator[None]:
+    """Like `_answers`, for Kubernetes' own kinds: a 404 is left to the caller (the object is not there)."""
+    try:
+        yield
+    except urllib3.exceptions.HTTPError as error:
+        raise _unreachable(cluster, error) from None
+    except ApiException as error:
+        if error.status == 404:
+            raise
+        raise ClusterError(f"{cluster.server} ({cluster.source}) refused: {error.status} {error.reason}: "
+                           f"{_api_message(error)}") from None
+
+
+def _json(response: Any) -> dict[str, Any]:
+    return cast(dict[str, Any], orjson.loads(response.data))
+
+
+def launcher_pods(cluster: Cluster, namespace: str, name: str) -> list[dict[str, Any]]:
+    """Every launcher pod of the job that is still there, of any attempt."""
+    core = client.CoreV1Api(cluster.api_client)
+    with _core_answers(cluster):
+        response = core.list_namespaced_pod(
+            namespace, label_selector=f"{LABEL_JOB}={name},{LABEL_ROLE}={ROLE_LAUNCHER}", _preload_content=False,
+            _request_timeout=(CONNECT_SECONDS, WATCH_SLACK_SECONDS))
+    return list(_json(response)["items"])
+
+
+def attempt_log(cluster: Cluster, namespace: str, name: str, attempt: int) -> dict[str, Any] | None:
+    """The copy the operator kept of attempt `attempt`'s launcher output; None when there is none."""
+    core = client.CoreV1Api(cluster.api_client)
+    try:
+        with _core_answers(cluster):
+            response = core.read_namespaced_config_map(attempt_log_name(name, attempt), namespace,
+                                                       _preload_content=False,
+                                                       _request_timeout=(CONNECT_SECONDS, WATCH_SLACK_SECONDS))
+    except ApiException:  # only 404 gets here
+        return None
+    return _json(response)
+
+
+def kept_attempts(cluster: Cluster, namespace: str, name: str) -> list[int]:
+    """The attempts the operator kept a copy of the launcher output of."""
+    core = client.CoreV1Api(cluster.api_client)
+    with _core_answers(cluster):
+        response = core.list_namespaced_config_map(
+            namespace, label_selector=f"{LABEL_JOB}={name},{LABEL_ROLE}={ROLE_ATTEMPT_LOG}", _preload_content=False,
+            _request_timeout=(CONNECT_SECONDS, WATCH_SLACK_SECONDS))
+    labels = (item["metadata"].get("labels") or {} for item in _json(response)["items"])
+    return sorted(int(label[LABEL_ATTEMPT]) for label in labels if str(label.get(LABEL_ATTEMPT, "")).isdigit())
+
+
+@contextlib.contextmanager
+def _log_answers(cluster: Cluster) -> Iterator[None]:
+    """What the API server says instead of a log is a LogUnreadable; no answer at all is a ClusterError."""
+    try:
+        yield
+    except urllib3.exceptions.HTTPError as error:
+        raise _unreachable(cluster, error) from None
+    except ApiException as error:
+        raise LogUnreadable(f"{error.status} {error.reason}: {_api_message(error)}") from None
+
+
+def pod_log(cluster: Cluster, namespace: str, pod: str, container: str) -> bytes:
+    """A container's whole log as it is now."""
+    core = client.CoreV1Api(cluster.api_client)
+    with _log_answers(cluster):
+        response = cast(urllib3.HTTPResponse, core.read_namespaced_pod_log(
+            pod, namespace, container=container, _preload_content=False,
+            _request_timeout=(CONNECT_SECONDS, WATCH_SLACK_SECONDS)))
+        return bytes(response.data)
+
+
+# A training may print nothing for an hour: a followed log waits for its next line as long as it takes (no read
+# timeout; the client passes the pair on to urllib3, which takes None).
+_QUIET_ALLOWED = cast(tuple[float, float], (CONNECT_SECONDS, None))
+
+
+def follow_pod_log(cluster: Cluster, namespace: str, pod: str, container: str) -> Iterator[bytes]:
+    """A container's log from its start, each line after its time, then as it is written, until the container ends or
+    the connection does (a dropped connection ends it quietly: the caller looks again)."""
+    core = client.CoreV1Api(cluster.api_client)
+    with _log_answers(cluster):
+        response = cast(urllib3.HTTPResponse, core.read_namespaced_pod_log(
+            pod, namespace, container=container, follow=True, timestamps=True, _preload_content=False,
+            _request_timeout=_QUIET_ALLOWED))
+    try:
+        yield from response.stream(64 * 1024)
+    except urllib3.exceptions.HTTPError as error:
+        log.debug("the log stream of %s/%s dropped (%s)", namespace, pod, error)
+    finally:
+        response.close()
