@@ -453,11 +453,6 @@ def pod_log(cluster: Cluster, namespace: str, pod: str, container: str) -> bytes
         return bytes(response.data)
 
 
-# A training may print nothing for an hour: a followed log waits for its next line as long as it takes (no read
-# timeout; the client passes the pair on to urllib3, which takes None).
-_QUIET_ALLOWED = cast(tuple[float, float], (CONNECT_SECONDS, None))
-
-
 def follow_pod_log(cluster: Cluster, namespace: str, pod: str, container: str) -> Iterator[bytes]:
     """A container's log from its start, each line after its time, then as it is written, until the container ends or
     the connection does (a dropped connection ends it quietly: the caller looks again)."""
@@ -465,7 +460,7 @@ def follow_pod_log(cluster: Cluster, namespace: str, pod: str, container: str) -
     with _log_answers(cluster):
         response = cast(urllib3.HTTPResponse, core.read_namespaced_pod_log(
             pod, namespace, container=container, follow=True, timestamps=True, _preload_content=False,
-            _request_timeout=_QUIET_ALLOWED))
+            _request_timeout=None))  # a training may print nothing for an hour: wait for its next line
     try:
         yield from response.stream(64 * 1024)
     except urllib3.exceptions.HTTPError as error:
