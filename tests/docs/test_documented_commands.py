@@ -176,6 +176,7 @@ NOT_RUN = {
     "kubetrain logs cifar-mixup --rank 1": LOGS,
     "kubetrain logs <name> --attempt <N>": PLACEHOLDER,
     "kubetrain logs NAME": PLACEHOLDER,
+    "kubetrain logs NAME -f": f"{PLACEHOLDER}; {KIND_CLUSTER} (test_logs_of_a_restarted_job)",
     "kubetrain run --local": MENTION,
     "kubetrain status NAME --watch": PLACEHOLDER,
     "kubetrain wait NAME [--timeout SECONDS]": PLACEHOLDER,
