@@ -43,6 +43,8 @@ from kubetrain.refusals import Refusal, classify, not_served
 log = logging.getLogger(__name__)
 
 TRAINING = (f"{GROUP}/{VERSION}", KIND)
+# Asks a list for its objects' metadata only (Kubernetes' PartialObjectMetadataList): their contents never travel.
+METADATA_ONLY = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"
 
 
 def _as_dict(_client: DynamicClient, data: dict[str, Any]) -> dict[str, Any]:
@@ -141,6 +143,12 @@ class Kube:
 
     def delete_training(self, namespace: str, name: str) -> None:
         self.delete(*TRAINING, namespace=namespace, name=name)
+
+    def list_metadata(self, api_version: str, kind: str, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        """The metadata of the objects of a kind that match `label_selector`, each as `{"metadata": {...}}`."""
+        listing = self._resource(api_version, kind).get(namespace=namespace, label_selector=label_selector,
+                                                        header_params={"Accept": METADATA_ONLY}, serializer=_as_dict)
+        return [dict(item) for item in listing.get("items") or []]
 
     def read_log(self, namespace: str, pod: str, container: str, tail_lines: int, limit_bytes: int,
                  seconds: float) -> bytes:

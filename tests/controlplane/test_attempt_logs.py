@@ -9,12 +9,22 @@ copy (and a LogNotSaved event) says so while the restart goes on. The kind tier 
 from __future__ import annotations
 
 import base64
+import json
 from typing import Any
 
 import pytest
 
-from kubetrain.contract import LABEL_ATTEMPT, LABEL_JOB, LABEL_ROLE, ROLE_ATTEMPT_LOG, attempt_log_name
+from kubetrain.contract import (
+    LABEL_ATTEMPT,
+    LABEL_JOB,
+    LABEL_ROLE,
+    ROLE_ATTEMPT_LOG,
+    attempt_log_name,
+    hosts_configmap_name,
+)
+from kubetrain.controller import watched
 from kubetrain.manifests.attempt_log import KEEP_BYTES, KEPT_ATTEMPTS, LOG_KEY, NOTE_ANNOTATION, POD_ANNOTATION
+from kubetrain.settings import Settings
 from tests.support.cluster import ControlPlane, wait_until
 from tests.support.operator_harness import (
     OperatorProcess,
@@ -68,6 +78,12 @@ def test_a_failed_attempt_gets_a_labelled_bounded_copy_that_says_why_its_log_cou
     assert [e["message"] for e in warned] == [f"attempt 0: {note}"], warned
     # The restart went on: attempt 1 runs.
     wait_for_status(crd, namespace, name, operator, phase="Running", attempt=1, restarts=1, timeout=180)
+    # The operator's watch of ConfigMaps lists its hostfile, and no copy: it never carries their logs.
+    selector = next(resource.label_selector for field, resource in watched(Settings(namespaces=(namespace,)))
+                    if field == "configmaps")
+    listed = json.loads(crd.kubectl("get", "configmaps", "--namespace", namespace, f"--selector={selector}",
+                                    "--output=json"))["items"]
+    assert [item["metadata"]["name"] for item in listed] == [hosts_configmap_name(name)]
 
 
 def test_only_the_newest_copies_stay_and_they_go_with_the_job(

@@ -1,15 +1,16 @@
 """The ConfigMap `<name>-attempt-<N>-log`: the end of a failed attempt's launcher output, kept after its pods are gone.
 
 The operator asks the API server for the launcher pod's last TAIL_LINES lines, at most READ_BYTES of them. It keeps
-their last KEEP_BYTES, from a line's start, gzip-compressed in binaryData: the operator's cache keeps a ConfigMap's
-data, never its binaryData, so a copy costs the operator no memory. An annotation says what was cut, or why nothing
-could be read. `read_attempt_log` reads a copy back, for `kubetrain logs` and the Python client."""
+their last KEEP_BYTES, from a line's start, gzip-compressed in binaryData (logs shrink about tenfold in etcd). An
+annotation says what was cut, or why nothing could be read. The operator's watch leaves the copies out
+(kubetrain.children): they cost its memory nothing. The copies of the newest KEPT_ATTEMPTS attempts stay
+(`pushed_out`). `read_attempt_log` reads a copy back, for `kubetrain logs` and the Python client."""
 
 from __future__ import annotations
 
 import base64
 import gzip
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,9 +85,14 @@ def no_launcher_pod(attempt: int) -> Tail:
                     "(with its node, or by hand)")
 
 
+def pushed_out(attempts: Iterable[int], keep: int = KEPT_ATTEMPTS) -> list[int]:
+    """The attempts whose copies go: all but the newest `keep`."""
+    return sorted(set(attempts))[:-keep] if keep else sorted(set(attempts))
+
+
 def build_attempt_log(job: Job, attempt: int, pod: str | None, tail: Tail) -> dict[str, Any]:
     """The copy of attempt `attempt`'s launcher output; `pod` is the launcher pod it was read from (None: none was
-    left). Immutable: it is written once, and goes with the job or when newer attempts push it out."""
+    left). Immutable: it is written once, and goes with the job or when newer attempts' copies push it out."""
     meta = metadata(job, attempt_log_name(job.name, attempt), ROLE_ATTEMPT_LOG, **{LABEL_ATTEMPT: str(attempt)})
     annotations = {POD_ANNOTATION: pod} if pod else {}
     if tail.note:

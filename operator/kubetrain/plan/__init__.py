@@ -45,7 +45,7 @@ def decide(job: Job, status: Mapping[str, Any], children: Children, now: datetim
     """The whole reconcile decision for one job."""
     world = observe(job, status, children, now)
     plan = _decide(world)
-    plan.actions.extend(attempt_logs.log_actions(world, plan))
+    plan.actions.extend(attempt_logs.saves(world, plan))
     if world.unreadable:
         _replace_unreadable(world, plan)
     return plan

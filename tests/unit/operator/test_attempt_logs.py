@@ -22,6 +22,7 @@ from kubetrain.manifests.attempt_log import (
     Tail,
     build_attempt_log,
     fewer_lines,
+    pushed_out,
     read_attempt_log,
     tail_of,
 )
@@ -77,14 +78,8 @@ def test_a_launcher_that_failed_is_copied_and_so_is_a_failed_jobs_running_launch
     assert saves(plan) == [SaveLog(1, "cifar-launcher-abc")]
 
 
-def test_an_attempt_copied_already_a_success_a_suspension_or_no_launcher_is_not_copied() -> None:
+def test_a_success_a_suspension_or_an_attempt_without_a_launcher_is_not_copied() -> None:
     job = job_of()
-    batch, pod = launcher(job)
-    failing = [worker(job, 0), failed_worker(job), pod]
-    copied = Children(pods=failing, jobs=[batch], **{**config_children(job),
-                                                      "configmaps": [*config_children(job)["configmaps"],
-                                                                     copy_of(job, 0)]})
-    assert saves(decide(job, {"phase": r.RUNNING, "attempt": 0}, copied, NOW)) == []
     no_launcher = Children(pods=[worker(job, 0), failed_worker(job)], **config_children(job))
     assert saves(decide(job, {"phase": r.RUNNING, "attempt": 0}, no_launcher, NOW)) == []
     batch, pod = launcher(job, finished="Complete")
@@ -115,22 +110,9 @@ def test_after_a_crash_between_the_restart_and_the_copy_the_old_attempt_is_still
     assert saves(plan) == [SaveLog(0, "cifar-launcher-abc")] and "cifar-launcher" in deleted(plan, "Job")
 
 
-def test_only_the_newest_attempts_copies_are_kept() -> None:
-    job = job_of()
-    batch, pod = launcher(job, attempt=KEPT_ATTEMPTS)
-    copies = [copy_of(job, attempt) for attempt in range(KEPT_ATTEMPTS)]
-    children = Children(pods=[worker(job, 0, attempt=KEPT_ATTEMPTS), failed_worker(job, attempt=KEPT_ATTEMPTS), pod],
-                        jobs=[batch], **{**config_children(job),
-                                         "configmaps": [*config_children(job)["configmaps"], *copies]})
-    plan = decide(job, {"phase": r.RUNNING, "attempt": KEPT_ATTEMPTS, "restarts": KEPT_ATTEMPTS}, children, NOW)
-    assert saves(plan) == [SaveLog(KEPT_ATTEMPTS, "cifar-launcher-abc")]
-    assert deleted(plan, "ConfigMap") == {"cifar-attempt-0-log"}
-    # More than that left behind (an operator stopped between a copy and a deletion) go on a later pass.
-    extra = [copy_of(job, attempt) for attempt in range(KEPT_ATTEMPTS + 2)]
-    calm = Children(pods=[worker(job, 0, ready=False, attempt=9), worker(job, 1, ready=False, attempt=9)],
-                    **{**config_children(job), "configmaps": [*config_children(job)["configmaps"], *extra]})
-    plan = decide(job, {"phase": r.PENDING, "attempt": 9, "restarts": 9}, calm, NOW)
-    assert saves(plan) == [] and deleted(plan, "ConfigMap") == {"cifar-attempt-0-log", "cifar-attempt-1-log"}
+def test_the_newest_attempts_copies_stay() -> None:
+    assert pushed_out(range(KEPT_ATTEMPTS)) == []
+    assert pushed_out([7, 1, 3, 4, 5, 6, 2]) == [1, 2], "gaps and order do not matter: the newest five stay"
 
 
 # -- what a copy holds -----------------------------------------------------------------------------------------------
@@ -189,34 +171,41 @@ def test_the_largest_copy_fits_in_a_configmap() -> None:
 # -- the pass that restarts ------------------------------------------------------------------------------------------
 
 
-def restarting_job(kube_logs: dict[str, bytes]) -> tuple[RecordingKube, Any]:
+def restarting_job(kube_logs: dict[str, bytes], existing: list[dict] | None = None) -> RecordingKube:
+    """A pass over attempt KEPT_ATTEMPTS, whose worker 1 failed, with `existing` in the cluster."""
     job = job_of()
-    batch, pod = launcher(job)
+    batch, pod = launcher(job, attempt=KEPT_ATTEMPTS)
     batch["metadata"]["uid"] = "uid-launcher"  # the watch sees the launcher's pod as the launcher Job's
     pod["metadata"]["ownerReferences"] = [{"kind": "Job", "name": "cifar-launcher", "uid": "uid-launcher"}]
-    body = {**training(), "status": {"phase": r.RUNNING, "restarts": 0, "attempt": 0}}
-    kube = RecordingKube(body, logs=kube_logs)
-    store = watch_sees(body, {**config_children(job), "pods": [worker(job, 0), failed_worker(job), pod],
+    body = {**training(), "status": {"phase": r.RUNNING, "restarts": 0, "attempt": KEPT_ATTEMPTS}}
+    kube = RecordingKube(body, logs=kube_logs, existing=existing or [])
+    store = watch_sees(body, {**config_children(job), "pods": [worker(job, 0, attempt=KEPT_ATTEMPTS),
+                                                                failed_worker(job, attempt=KEPT_ATTEMPTS), pod],
                               "jobs": [batch]})
     one_pass(kube, store, Written())
-    return kube, job
+    return kube
 
 
-def test_a_pass_that_restarts_copies_the_log_then_deletes_the_attempt() -> None:
-    kube, _ = restarting_job({"cifar-launcher-abc": b"[1,1]<stderr>:Traceback: boom\n"})
+def test_a_pass_that_restarts_copies_the_log_then_deletes_the_attempt_and_the_oldest_copy() -> None:
+    job = job_of()
+    others = [copy_of(job, attempt) for attempt in range(KEPT_ATTEMPTS)]
+    stranger = copy_of(job, 0)  # labelled like a copy, owned by someone else: never deleted
+    stranger["metadata"].update(name="not-ours", ownerReferences=[{"uid": "someone-else"}])
+    kube = restarting_job({"cifar-launcher-abc": b"[1,1]<stderr>:Traceback: boom\n"}, [*others, stranger])
     writes = verbs(kube)
-    assert writes[:3] == ["status DistributedTraining", "read log Pod", "create ConfigMap"]
-    assert sorted(writes[3:6]) == ["delete Job", "delete Pod", "delete Pod"]
+    assert writes[:4] == ["status DistributedTraining", "read log Pod", "create ConfigMap", "list ConfigMap"]
+    assert sorted(writes[4:8]) == ["delete ConfigMap", "delete Job", "delete Pod", "delete Pod"]
+    assert [name for verb, kind, name in kube.writes if (verb, kind) == ("delete", "ConfigMap")] == [
+        "cifar-attempt-0-log"], "the oldest of six copies goes"
     copy = kube.created[0]
-    assert copy["metadata"]["name"] == "cifar-attempt-0-log"
+    assert copy["metadata"]["name"] == f"cifar-attempt-{KEPT_ATTEMPTS}-log"
     assert read_attempt_log(copy) == Tail("[1,1]<stderr>:Traceback: boom\n")
 
 
 def test_a_log_that_cannot_be_read_still_restarts_and_says_why() -> None:
-    kube, _ = restarting_job({})  # the pod's node is gone: the API server cannot get its log
-    writes = verbs(kube)
-    assert "delete Job" in writes and kube.statuses[0]["phase"] == r.RESTARTING
+    kube = restarting_job({})  # the pod's node is gone: the API server cannot get its log
+    assert "delete Job" in verbs(kube) and kube.statuses[0]["phase"] == r.RESTARTING
     note = read_attempt_log(kube.created[0]).note
     assert note == 'the log of launcher pod cifar-launcher-abc could not be read: 404 Not Found: pods ' \
                    '"cifar-launcher-abc" not found'
-    assert ("Warning", r.LOG_NOT_SAVED, f"attempt 0: {note}") in kube.events
+    assert ("Warning", r.LOG_NOT_SAVED, f"attempt {KEPT_ATTEMPTS}: {note}") in kube.events
