@@ -2,9 +2,8 @@
 
 The pass reads nothing from the API server: every call it makes is a write. What it writes (children it creates, the
 status it patches) goes into `Written`, so the next pass sees it even before the watch delivers it. Events are
-posted after the children are created, never in their way. The reads it makes are for a failed attempt's launcher
-log, copied before the pods that hold it are deleted (SaveLog): the log, bounded in bytes and time, and the metadata
-of the job's older copies; neither is ever in a restart's way."""
+posted after the children are created, never in their way. A failed attempt's launcher log is copied before the pods
+that hold it are deleted (SaveLog, kubetrain.log_copy: the pass's only reads, never in a restart's way)."""
 
 from __future__ import annotations
 
@@ -14,14 +13,13 @@ from concurrent.futures import Executor, wait
 from datetime import datetime, timezone
 from typing import Any
 
-from kubetrain import reasons
+from kubetrain import log_copy, reasons
 from kubetrain.api import Job, SpecError, parse_job
-from kubetrain.cache import TRAININGS, Snapshot, Written, owned_by
+from kubetrain.cache import TRAININGS, Snapshot, Written
 from kubetrain.children import BY_KIND
-from kubetrain.contract import ENTRYPOINTS_IMAGE, LABEL_JOB, LABEL_ROLE, ROLE_ATTEMPT_LOG, ROLE_LAUNCHER
+from kubetrain.contract import ENTRYPOINTS_IMAGE
 from kubetrain.keys import generate_job_keys
-from kubetrain.kube import ChildConflict, ChildRefused, Kube, LogUnreadable
-from kubetrain.manifests import attempt_log
+from kubetrain.kube import ChildConflict, ChildRefused, Kube
 from kubetrain.manifests.ssh import build_ssh_secret
 from kubetrain.metrics import record_transition
 from kubetrain.plan import (
@@ -38,13 +36,11 @@ from kubetrain.plan import (
     phase,
     status_changed,
 )
-from kubetrain.plan.model import attempt_of
 from kubetrain.refusals import Refusal, sync_failed
 from kubetrain.runtime.queue import RetryLater
 
 log = logging.getLogger(__name__)
 CONFLICT_REQUEUE_SECONDS = 30.0
-LOG_READ_SECONDS = 10.0  # the longest one read of a launcher log may take (two at most per copy)
 
 
 def utcnow() -> datetime:
@@ -181,55 +177,8 @@ def _call(writer: Writer, action: Action, job: Job) -> Callable[[], None]:
     if isinstance(action, Delete):
         return lambda: kube.delete(action.api_version, action.kind, meta["namespace"], action.name)
     if isinstance(action, SaveLog):
-        return lambda: save_log(writer, action, job)
+        return lambda: log_copy.save(kube, writer.body, job, action)
     return lambda: kube.delete_training(meta["namespace"], meta["name"])
-
-
-def save_log(writer: Writer, save: SaveLog, job: Job) -> None:
-    """Copy the end of attempt `save.attempt`'s launcher log into its ConfigMap, then delete the job's copies that it
-    pushes out. Never raises: a copy that cannot be made, or holds no log, is a Warning event, and the restart it
-    comes with goes on. The copy is not `Written`: the operator's watch leaves copies out (kubetrain.children)."""
-    tail = _launcher_tail(writer.kube, job.namespace, save)
-    try:
-        writer.kube.create(attempt_log.build_attempt_log(job, save.attempt, save.pod, tail), job.uid)
-    except Exception as error:  # a name taken, a quota, the operator's RBAC: the restart matters more
-        log.warning("%s/%s: attempt %d's launcher log not kept: %s", job.namespace, job.name, save.attempt, error)
-        writer.event(reasons.LOG_NOT_SAVED, f"attempt {save.attempt}'s launcher log was not kept: {error}", "Warning")
-        return
-    if not tail.text and tail.note:
-        writer.event(reasons.LOG_NOT_SAVED, f"attempt {save.attempt}: {tail.note}", "Warning")
-    try:
-        _push_out(writer.kube, job)
-    except Exception as error:  # the next copy tries again; the job's deletion takes them all
-        log.warning("%s/%s: older launcher log copies not deleted: %s", job.namespace, job.name, error)
-
-
-def _push_out(kube: Kube, job: Job) -> None:
-    """Delete the job's copies older than the newest KEPT_ATTEMPTS (only those it owns), read by their metadata."""
-    found = kube.list_metadata("v1", "ConfigMap", job.namespace,
-                               f"{LABEL_JOB}={job.name},{LABEL_ROLE}={ROLE_ATTEMPT_LOG}")
-    copies = {attempt_of(copy): str(copy["metadata"]["name"]) for copy in found if owned_by(copy, {job.uid})}
-    for attempt in attempt_log.pushed_out(copies):
-        kube.delete("v1", "ConfigMap", job.namespace, copies[attempt])
-
-
-def _launcher_tail(kube: Kube, namespace: str, save: SaveLog) -> attempt_log.Tail:
-    """The end of the launcher pod's log, or a note saying why there is none. When the last TAIL_LINES lines are more
-    than READ_BYTES, it asks again for as many lines as fit in KEEP_BYTES."""
-    if save.pod is None:
-        return attempt_log.no_launcher_pod(save.attempt)
-    lines = attempt_log.TAIL_LINES
-    try:
-        raw = kube.read_log(namespace, save.pod, ROLE_LAUNCHER, lines, attempt_log.READ_BYTES, LOG_READ_SECONDS)
-        if len(raw) >= attempt_log.READ_BYTES:
-            lines = attempt_log.fewer_lines(raw)
-            raw = kube.read_log(namespace, save.pod, ROLE_LAUNCHER, lines, attempt_log.READ_BYTES, LOG_READ_SECONDS)
-    except LogUnreadable as error:
-        return attempt_log.unreadable(save.pod, str(error))
-    except Exception as error:  # whatever else goes wrong here must not stop the restart either
-        log.exception("reading the log of launcher pod %s/%s", namespace, save.pod)
-        return attempt_log.unreadable(save.pod, str(error))
-    return attempt_log.tail_of(raw, lines)
 
 
 def _fail(writer: Writer, status: dict[str, Any], reason: str, message: str, now: datetime) -> None:

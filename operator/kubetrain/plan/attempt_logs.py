@@ -1,6 +1,6 @@
 """A failed attempt's launcher output outlives its pods. Before a plan deletes the launcher Job or a launcher pod of an
 attempt that ended without success, or ends an attempt that had a launcher, it copies that attempt's log into the
-attempt's ConfigMap first (SaveLog; kubetrain.sync makes the copy and deletes the copies it pushes out).
+attempt's ConfigMap first (SaveLog; kubetrain.log_copy makes the copy and deletes those it pushes out).
 
 A succeeded job's log stays in its launcher pod (cleanPodPolicy keeps it), and a suspended attempt resumes under its
 own number: neither is copied."""

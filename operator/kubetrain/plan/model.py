@@ -46,7 +46,7 @@ class DeleteTraining:
 
 @dataclass(frozen=True)
 class SaveLog:
-    """Copy the end of attempt `attempt`'s launcher output into its ConfigMap (kubetrain.manifests.attempt_log) before
+    """Copy the end of attempt `attempt`'s launcher output into its ConfigMap (kubetrain.log_copy) before
     the pods go; `pod` is the launcher pod to read (None: none is left, the copy says so)."""
 
     attempt: int
