@@ -121,17 +121,20 @@ class Resume:
         return True
 
 
+def _launcher_state(pod: Obj) -> Mapping[str, Any]:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return next((status.get("state") or {} for status in statuses if status.get("name") == ROLE_LAUNCHER), {})
+
+
 def started(pod: Obj) -> bool:
     """Whether the launcher's container has started: only then has it a log."""
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    state = next((status.get("state") or {} for status in statuses if status.get("name") == ROLE_LAUNCHER), {})
+    state = _launcher_state(pod)
     return "running" in state or "terminated" in state
 
 
 def ended(pod: Obj) -> bool:
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    state = next((status.get("state") or {} for status in statuses if status.get("name") == ROLE_LAUNCHER), {})
-    return "terminated" in state or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+    """Whether the launcher's container has ended: its log will not grow."""
+    return "terminated" in _launcher_state(pod) or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
 def launcher_of(pods: Sequence[Obj], attempt: int) -> Obj | None:

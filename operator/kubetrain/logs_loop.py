@@ -55,9 +55,7 @@ def read_logs(cluster: Cluster, namespace: str, name: str, attempt: int | None =
     if output is None:
         shown = kept_attempts(cluster, namespace, name) + ([current] if logs.launcher_of(pods, current) else [])
         raise logs.LogsNotFound(logs.attempt_not_found(namespace, name, wanted, current, shown))
-    if rank is not None:
-        output = Output(output.attempt, logs.only_rank(output.text, rank, namespace, name, wanted), output.note)
-    return output
+    return _ranked(output, rank, namespace, name)
 
 
 def _from_pod(cluster: Cluster, namespace: str, name: str, attempt: int, pod: logs.Obj | None) -> Output | None:
