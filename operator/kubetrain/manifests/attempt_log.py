@@ -38,11 +38,12 @@ class Tail:
 
 
 def size(count: int) -> str:
+    """`512 KiB`, `4 MiB`, `1.5 MiB`."""
     if count < KIB:
         return f"{count} bytes"
     if count < MIB:
         return f"{count / KIB:.0f} KiB"
-    return f"{count / MIB:.1f} MiB"
+    return f"{count / MIB:.1f}".removesuffix(".0") + " MiB"
 
 
 def tail_of(raw: bytes, lines_asked: int, read_bytes: int = READ_BYTES, keep_bytes: int = KEEP_BYTES) -> Tail:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 from dtr_bodies import training
@@ -19,11 +20,14 @@ from kubetrain.manifests import attempt_log
 from kubetrain.manifests.attempt_log import (
     KEEP_BYTES,
     KEPT_ATTEMPTS,
+    READ_BYTES,
+    TAIL_LINES,
     Tail,
     build_attempt_log,
     fewer_lines,
     pushed_out,
     read_attempt_log,
+    size,
     tail_of,
 )
 from kubetrain.plan import Children, Delete, SaveLog, decide
@@ -209,3 +213,15 @@ def test_a_log_that_cannot_be_read_still_restarts_and_says_why() -> None:
     assert note == 'the log of launcher pod cifar-launcher-abc could not be read: 404 Not Found: pods ' \
                    '"cifar-launcher-abc" not found'
     assert ("Warning", r.LOG_NOT_SAVED, f"attempt {KEPT_ATTEMPTS}: {note}") in kube.events
+
+
+def test_the_documentation_states_the_limits_the_operator_has() -> None:
+    from kubetrain.log_copy import LOG_READ_SECONDS
+
+    page = " ".join((Path(__file__).parents[3] / "docs" / "logs.md").read_text().split())
+    for words in (f"the launcher's last {TAIL_LINES} lines, at most {size(READ_BYTES)} of them read, of which the "
+                  f"last {size(KEEP_BYTES)} are kept",
+                  f"for the last {KEPT_ATTEMPTS} attempts",
+                  f"each bounded at {LOG_READ_SECONDS:g} s", f"up to {2 * LOG_READ_SECONDS:g} s later",
+                  f"up to {KEPT_ATTEMPTS} copies of at most {size(KEEP_BYTES)} each"):
+        assert words in page, f"docs/logs.md no longer says {words!r}"

@@ -1,19 +1,21 @@
 """`kubetrain logs` decided without a cluster: one rank's lines of real launcher output, the lines of a stream, a log
 read again after a dropped connection showing nothing twice, what -f does next, and one clear line for each thing
-that cannot be shown."""
+that cannot be shown; then -f across a restart, the API server's answers scripted (kwok serves no log: the real one is
+the kind tier's)."""
 
 from __future__ import annotations
 
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from kubetrain import follow, logs
+from kubetrain import follow, logs, logs_loop
 from kubetrain.contract import LABEL_ATTEMPT, ROLE_LAUNCHER
 
 # Real output, kept as it was printed:
@@ -163,3 +165,74 @@ def test_no_cluster_and_a_usage_error_are_one_line_and_exit_2(tmp_path: Path) ->
         "kubetrain: error: --attempt shows an attempt that ended; -f follows the current one: use one of them")
     bad = kubetrain("logs", "cifar", "--rank", "-1", kubeconfig=config)
     assert bad.returncode == 2 and "not a whole number from 0: '-1'" in bad.stderr
+
+
+class ScriptedCluster:
+    """What kubetrain.logs_loop reads from the API server, as a script of the job's states: each watch of the job
+    moves it on one state per event; reading a launcher pod's log gives that pod's next scripted read and, after its
+    last one, moves to the state where its container has ended."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, states: list[tuple[dict, list[dict]]],
+                 reads: dict[str, list[list[bytes]]]) -> None:
+        self.states, self.reads, self.now = states, reads, 0
+        for name in ("follow_training", "launcher_pods", "follow_pod_log", "attempt_log", "list_training"):
+            monkeypatch.setattr(logs_loop, name, getattr(self, name))
+        monkeypatch.setattr(logs_loop, "AGAIN_SECONDS", 0.0)
+
+    def follow_training(self, cluster: Any, namespace: str, name: str) -> Iterator[dict]:
+        yield self.states[self.now][0]
+        while self.now + 1 < len(self.states):
+            self.now += 1
+            yield self.states[self.now][0]
+        raise AssertionError("followed past the script's end")
+
+    def launcher_pods(self, cluster: Any, namespace: str, name: str) -> list[dict]:
+        return self.states[self.now][1]
+
+    def follow_pod_log(self, cluster: Any, namespace: str, pod: str, container: str) -> Iterator[bytes]:
+        chunks = self.reads[pod].pop(0)
+        yield from chunks
+        if not self.reads[pod]:
+            self.now += 1  # its container ended
+
+    def attempt_log(self, cluster: Any, namespace: str, name: str, attempt: int) -> None:
+        return None
+
+    def list_training(self, cluster: Any, namespace: str, name: str) -> tuple[dict, str]:
+        return self.states[self.now][0], "1"
+
+
+def restart_script(first: list[bytes], second: list[list[bytes]]) -> tuple[list, dict]:
+    """Attempt 0 runs and its launcher ends; the job restarts; attempt 1 runs to Succeeded."""
+    a, b = launcher_pod(0, "a"), launcher_pod(1, "b")
+    a_ended, b_ended = launcher_pod(0, "a", state="terminated"), launcher_pod(1, "b", state="terminated")
+    states = [(job("Running", 0), [a]), (job("Running", 0), [a_ended]), (job("Restarting", 1), []),
+              (job("Running", 1), [b]), (job("Running", 1), [b_ended]), (job("Succeeded", 1), [b_ended])]
+    return states, {"cifar-launcher-a": [first], "cifar-launcher-b": second}
+
+
+def test_follow_goes_on_with_the_next_attempt_and_reads_a_dropped_log_again_without_repeats(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    states, reads = restart_script(
+        [b"2026-11-27T10:00:01Z a0\n2026-11-27T10:00:02Z ", b"a1\n"],
+        [[b"2026-11-27T10:01:03Z b0\n"],  # the connection drops while attempt 1 runs
+         [b"2026-11-27T10:01:03Z b0\n2026-11-27T10:01:04Z b1\n"]])
+    ScriptedCluster(monkeypatch, states, reads)
+    assert logs_loop.show_logs(None, "ml", "cifar", None, None, follow_on=True) == 0  # type: ignore[arg-type]
+    out, err = capsys.readouterr()
+    assert out == "a0\na1\nb0\nb1\n"
+    assert err == "kubetrain: attempt 1 of ml/cifar follows\n"
+
+
+def test_follow_with_a_rank_keeps_its_lines_and_says_when_an_attempt_had_no_tags(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tagged = [b"2026-11-27T10:00:01Z kubetrain launcher: waiting\n2026-11-27T10:00:02Z [0]<stdout>:zero\n"
+              b"2026-11-27T10:00:03Z [1]<stdout>:one\n"]
+    states, reads = restart_script(tagged, [[b"2026-11-27T10:01:01Z hello from 1\n"]])
+    ScriptedCluster(monkeypatch, states, reads)
+    assert logs_loop.show_logs(None, "ml", "cifar", None, 1, follow_on=True) == 2  # type: ignore[arg-type]
+    out, err = capsys.readouterr()
+    assert out == "[1]<stdout>:one\n"
+    assert err.startswith("kubetrain: error: --rank cannot filter attempt 1 of ml/cifar: ") and err.count("\n") == 1
