@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from kubetrain.contract import LABEL_JOB, LABEL_ROLE, ROLE_ATTEMPT_LOG
 from kubetrain.projection import METADATA, Shape
 
 CONDITIONS: Shape = {"type": True, "status": True, "reason": True, "message": True, "lastTransitionTime": True}
@@ -20,6 +21,7 @@ class ChildKind:
     plural: str
     keep: Shape = dataclasses.field(default_factory=dict)  # what the cache keeps beside metadata: what passes read
     watched: bool = True  # False: created and read back on conflict, never listed (a gang's PodGroup)
+    selector: str = LABEL_JOB  # the label selector of its watch: the objects of a job
 
     @property
     def group(self) -> str:
@@ -50,7 +52,10 @@ CHILD_KINDS: tuple[ChildKind, ...] = (
     POD,
     ChildKind("jobs", "batch/v1", "Job", "jobs", keep={"status": {"conditions": CONDITIONS}}),
     ChildKind("services", "v1", "Service", "services", keep={"spec": True}),  # drift is checked on spec
-    ChildKind("configmaps", "v1", "ConfigMap", "configmaps", keep={"data": True}),
+    # Not the copies of failed attempts' launcher logs (kubetrain.manifests.attempt_log): up to 5 of 512 KiB per job,
+    # which a list of every job's ConfigMaps would carry whole; no pass reads them.
+    ChildKind("configmaps", "v1", "ConfigMap", "configmaps", keep={"data": True},
+              selector=f"{LABEL_JOB},{LABEL_ROLE}!={ROLE_ATTEMPT_LOG}"),
     # The key pair stays in the API server: the planner only needs to know the Secret exists.
     ChildKind("secrets", "v1", "Secret", "secrets"),
     # An elastic job's Ready workers, which the operator lists itself (kubetrain.manifests.service).

@@ -15,15 +15,20 @@
   kubetrain wait NAME [--namespace NS] [--timeout SECONDS]
       print nothing until the DistributedTraining finishes, then one line: how it ended
       (`kubectl apply -f job.yaml && kubetrain wait NAME` in a script)
+  kubetrain logs NAME [--namespace NS] [-f] [--attempt N] [--rank R]
+      the launcher's output of the current attempt (mpirun's or horovodrun's: every rank's lines), or of attempt N
+      (numbered as status.attempt, from 0), which the operator keeps when an attempt fails; with --rank R only the
+      lines tagged as rank R's; with -f, then the output as it comes, across restarts, until the job finishes
   kubetrain version
       this kubetrain's version and the API version of the DistributedTraining it reads and writes
 
-  status and wait take the namespace of the kubeconfig's current context, as kubectl does (in a pod: the pod's own),
-  else default. They follow the job with a Kubernetes watch, not by polling.
+  status, wait and logs take the namespace of the kubeconfig's current context, as kubectl does (in a pod: the pod's
+  own), else default. They follow the job with a Kubernetes watch, not by polling.
 
-Exit codes: 0 when the job Succeeded (or status showed it), 1 when it Failed, 2 for a usage error, a job.yaml the
-operator would reject (the field is named), a job that does not exist or a cluster that cannot be reached, 124 when
-wait's --timeout passed. Every error is one line on stderr.
+Exit codes: 0 when the job Succeeded (or status or logs showed it), 1 when it Failed, 2 for a usage error, a job.yaml
+the operator would reject (the field is named), a job that does not exist, a cluster that cannot be reached, or
+launcher output that is not there (not started yet, an attempt not kept, a log that cannot be read), 124 when wait's
+--timeout passed. Every error is one line on stderr.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from kubetrain import follow, local
 from kubetrain.api import Job
 from kubetrain.contract import GROUP, VERSION
 from kubetrain.keys import JobKeys, SshKeyPair
+from kubetrain.manifests.attempt_log import KEPT_ATTEMPTS
 from kubetrain.manifests.hosts import build_hosts_configmap
 from kubetrain.manifests.launcher import build_launcher_job
 from kubetrain.manifests.pods import build_worker_pod, build_worker_pod_group
@@ -158,6 +164,23 @@ def build_parser() -> argparse.ArgumentParser:
     wait.add_argument("--timeout", type=seconds, default=None, metavar="SECONDS",
                       help="give up after this many seconds, exit code 124 (default: wait as long as it runs)")
 
+    logs = commands.add_parser(
+        "logs",
+        help="print a DistributedTraining's launcher output (-f: follow it across restarts until it finishes)",
+        description="Print the launcher's output (every rank's lines, as mpirun or horovodrun print them) of the "
+        "current attempt, or of an earlier one the operator kept. With -f, then print it as it comes, and the next "
+        "attempts' after a restart, until the job finishes; exit 0 if it Succeeded, 1 if it Failed.",
+    )
+    logs.add_argument("name", help="the DistributedTraining's name")
+    logs.add_argument("--namespace", "-n", default=None, help=NAMESPACE_HELP)
+    logs.add_argument("--follow", "-f", action="store_true",
+                      help="then follow the output as it comes, across restarts, until the job finishes")
+    logs.add_argument("--attempt", type=count, default=None, metavar="N",
+                      help="an earlier attempt's output, numbered as status.attempt (the first is 0); the operator "
+                      f"keeps the last {KEPT_ATTEMPTS} failed attempts' (default: the current attempt)")
+    logs.add_argument("--rank", type=count, default=None, metavar="R",
+                      help="only the lines rank R wrote (those the MPI's launcher tags with its rank)")
+
     commands.add_parser("version", help="print kubetrain's version", description="Print kubetrain's version and the "
                         "API version of the DistributedTraining it reads and writes.")
     return parser
@@ -179,14 +202,23 @@ def seconds(text: str) -> float:
     return value
 
 
+def count(text: str) -> int:
+    """A whole number from 0 (argparse's type for --attempt and --rank)."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"not a whole number from 0: {text!r}")
+    return int(text)
+
+
 def cluster_command(args: argparse.Namespace) -> int:
-    """`status` and `wait`: the cluster kubectl would use, the namespace it would default to."""
-    from kubetrain import follow_loop
+    """`status`, `wait` and `logs`: the cluster kubectl would use, the namespace it would default to."""
+    from kubetrain import follow_loop, logs_loop
     from kubetrain.kube import ClusterError, connect  # only these subcommands need a cluster
 
     try:
         cluster = connect()
         namespace = args.namespace or cluster.namespace
+        if args.command == "logs":
+            return logs_loop.show_logs(cluster, namespace, args.name, args.attempt, args.rank, args.follow)
         if args.command == "wait":
             return follow_loop.wait_for(cluster, namespace, args.name, args.timeout)
         return follow_loop.show_status(cluster, namespace, args.name, watch=args.watch)
@@ -209,7 +241,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(words)
     if extra_args and args.command != "run":
         parser.error(f"arguments after -- are only for `kubetrain run`: {' '.join(extra_args)}")
-    if args.command in ("status", "wait"):
+    if args.command == "logs" and args.follow and args.attempt is not None:
+        parser.error("--attempt shows an attempt that ended; -f follows the current one: use one of them")
+    if args.command in ("status", "wait", "logs"):
         return cluster_command(args)
     if args.command == "version":
         sys.stdout.write(version_text())

@@ -17,6 +17,7 @@ LABEL_ATTEMPT = "kubetrain.dev/attempt"
 ROLE_WORKER = "worker"
 ROLE_LAUNCHER = "launcher"
 ROLE_CONFIG = "config"
+ROLE_ATTEMPT_LOG = "attempt-log"  # the ConfigMap that keeps a failed attempt's launcher output (<name>-attempt-<N>-log)
 # Each pod's main container is named for its role: a podTemplate entry of that name changes that pod only.
 CONTAINER_NAMES = (ROLE_WORKER, ROLE_LAUNCHER)
 
@@ -76,6 +77,11 @@ def job_of_worker(pod_name: str) -> str | None:
 
 def launcher_name(name: str) -> str:
     return f"{name}-launcher"
+
+
+def attempt_log_name(name: str, attempt: int) -> str:
+    """The ConfigMap holding the end of attempt `attempt`'s launcher output (numbered as status.attempt)."""
+    return f"{name}-attempt-{attempt}-log"
 
 
 def service_name(name: str) -> str:

@@ -46,11 +46,12 @@ LEADER_QUIET_SECONDS = 120.0
 
 def watched(settings: Settings) -> list[tuple[str, Resource]]:
     """(store field, resource) for everything the operator lists and watches: its jobs, every watched child kind
-    (by the job label), and Kueue's Workloads when asked to; once per namespace, or once for all."""
+    (by the job label, kubetrain.children says which of them), and Kueue's Workloads when asked to; once per
+    namespace, or once for all."""
     found: list[tuple[str, Resource]] = []
     for namespace in settings.namespaces or (None,):
         found.append((TRAININGS, Resource(f"{GROUP}/{VERSION}", KIND, PLURAL, namespace)))
-        found += [(child.field, Resource(child.api_version, child.kind, child.plural, namespace, LABEL_JOB))
+        found += [(child.field, Resource(child.api_version, child.kind, child.plural, namespace, child.selector))
                   for child in WATCHED_KINDS]
         if settings.kueue:
             group, version, plural = WORKLOAD_API

@@ -1,6 +1,7 @@
 """The one module that talks to the Kubernetes API (official client): idempotent writes, events, the few reads no
-cache serves (the owner of a child that already exists), and the command line's cluster: its kubeconfig, its default
-namespace and the watch `kubetrain status --watch` and `kubetrain wait` follow."""
+cache serves (the owner of a child that already exists, a failed launcher's log), and the command line's cluster: its
+kubeconfig, its default namespace, the watch `kubetrain status --watch` and `kubetrain wait` follow, and the launcher
+output `kubetrain logs` reads."""
 
 from __future__ import annotations
 
@@ -25,13 +26,26 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ConflictError, DynamicApiError, NotFoundError, ResourceNotFoundError
 
 from kubetrain.cache import owned_by
-from kubetrain.contract import GROUP, KIND, PLURAL, VERSION
+from kubetrain.contract import (
+    GROUP,
+    KIND,
+    LABEL_ATTEMPT,
+    LABEL_JOB,
+    LABEL_ROLE,
+    PLURAL,
+    ROLE_ATTEMPT_LOG,
+    ROLE_LAUNCHER,
+    VERSION,
+    attempt_log_name,
+)
 from kubetrain.plan.model import EVENT_MESSAGE_CHARS
 from kubetrain.refusals import Refusal, classify, not_served
 
 log = logging.getLogger(__name__)
 
 TRAINING = (f"{GROUP}/{VERSION}", KIND)
+# Asks a list for its objects' metadata only (Kubernetes' PartialObjectMetadataList): their contents never travel.
+METADATA_ONLY = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"
 
 
 def _as_dict(_client: DynamicClient, data: dict[str, Any]) -> dict[str, Any]:
@@ -42,6 +56,10 @@ def _as_dict(_client: DynamicClient, data: dict[str, Any]) -> dict[str, Any]:
 
 class ChildConflict(RuntimeError):
     """A child's name is taken by an object this job does not own."""
+
+
+class LogUnreadable(RuntimeError):
+    """A pod's log could not be read: the message says why, in one line."""
 
 
 class ChildRefused(RuntimeError):
@@ -126,6 +144,37 @@ class Kube:
 
     def delete_training(self, namespace: str, name: str) -> None:
         self.delete(*TRAINING, namespace=namespace, name=name)
+
+    def list_metadata(self, api_version: str, kind: str, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        """The metadata of the objects of a kind that match `label_selector`, each as `{"metadata": {...}}`."""
+        listing = self._resource(api_version, kind).get(namespace=namespace, label_selector=label_selector,
+                                                        header_params={"Accept": METADATA_ONLY}, serializer=_as_dict)
+        return [dict(item) for item in listing.get("items") or []]
+
+    def read_log(self, namespace: str, pod: str, container: str, tail_lines: int, limit_bytes: int,
+                 seconds: float) -> bytes:
+        """The last `tail_lines` lines of a container's log, at most `limit_bytes` of them. LogUnreadable when the
+        API server cannot give them (the pod is gone, its node does not answer) or has not within `seconds`."""
+        deadline = time.monotonic() + seconds
+        chunks: list[bytes] = []
+        try:
+            response = cast(urllib3.HTTPResponse, client.CoreV1Api(self.api_client).read_namespaced_pod_log(
+                pod, namespace, container=container, tail_lines=tail_lines, limit_bytes=limit_bytes,
+                _preload_content=False, _request_timeout=(CONNECT_SECONDS, seconds)))
+            try:
+                for chunk in response.stream(64 * 1024):
+                    chunks.append(chunk)
+                    if sum(map(len, chunks)) >= limit_bytes:
+                        break
+                    if time.monotonic() > deadline:
+                        raise LogUnreadable(f"no whole answer within {seconds:g}s")
+            finally:
+                response.close()
+        except ApiException as error:
+            raise LogUnreadable(f"{error.status} {error.reason}: {_api_message(error)}") from None
+        except urllib3.exceptions.HTTPError as error:
+            raise LogUnreadable(str(getattr(error, "reason", None) or error)) from None
+        return b"".join(chunks)[:limit_bytes]
 
     def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> dict[str, Any]:
         """Merge `status` into the job's status; returns the job as stored."""
@@ -335,3 +384,95 @@ def remove_training(cluster: Cluster, namespace: str, name: str) -> bool:
             return False
         raise
     return True
+
+
+# -- the command line's reads of launcher output (kubetrain logs) -----------------------------------------------------
+
+
+@contextlib.contextmanager
+def _core_answers(cluster: Cluster) -> Iterator[None]:
+    """Like `_answers`, for Kubernetes' own kinds: a 404 is left to the caller (the object is not there)."""
+    try:
+        yield
+    except urllib3.exceptions.HTTPError as error:
+        raise _unreachable(cluster, error) from None
+    except ApiException as error:
+        if error.status == 404:
+            raise
+        raise ClusterError(f"{cluster.server} ({cluster.source}) refused: {error.status} {error.reason}: "
+                           f"{_api_message(error)}") from None
+
+
+def _json(response: Any) -> dict[str, Any]:
+    return cast(dict[str, Any], orjson.loads(response.data))
+
+
+def launcher_pods(cluster: Cluster, namespace: str, name: str) -> list[dict[str, Any]]:
+    """Every launcher pod of the job that is still there, of any attempt."""
+    core = client.CoreV1Api(cluster.api_client)
+    with _core_answers(cluster):
+        response = core.list_namespaced_pod(
+            namespace, label_selector=f"{LABEL_JOB}={name},{LABEL_ROLE}={ROLE_LAUNCHER}", _preload_content=False,
+            _request_timeout=(CONNECT_SECONDS, WATCH_SLACK_SECONDS))
+    return list(_json(response)["items"])
+
+
+def attempt_log(cluster: Cluster, namespace: str, name: str, attempt: int) -> dict[str, Any] | None:
+    """The copy the operator kept of attempt `attempt`'s launcher output; None when there is none."""
+    core = client.CoreV1Api(cluster.api_client)
+    try:
+        with _core_answers(cluster):
+            response = core.read_namespaced_config_map(attempt_log_name(name, attempt), namespace,
+                                                       _preload_content=False,
+                                                       _request_timeout=(CONNECT_SECONDS, WATCH_SLACK_SECONDS))
+    except ApiException:  # only 404 gets here
+        return None
+    return _json(response)
+
+
+def kept_attempts(cluster: Cluster, namespace: str, name: str) -> list[int]:
+    """The attempts the operator kept a copy of the launcher output of."""
+    core = client.CoreV1Api(cluster.api_client)
+    with _core_answers(cluster):
+        response = core.list_namespaced_config_map(
+            namespace, label_selector=f"{LABEL_JOB}={name},{LABEL_ROLE}={ROLE_ATTEMPT_LOG}", _preload_content=False,
+            _request_timeout=(CONNECT_SECONDS, WATCH_SLACK_SECONDS))
+    labels = (item["metadata"].get("labels") or {} for item in _json(response)["items"])
+    return sorted(int(label[LABEL_ATTEMPT]) for label in labels if str(label.get(LABEL_ATTEMPT, "")).isdigit())
+
+
+@contextlib.contextmanager
+def _log_answers(cluster: Cluster) -> Iterator[None]:
+    """What the API server says instead of a log is a LogUnreadable; no answer at all is a ClusterError."""
+    try:
+        yield
+    except urllib3.exceptions.HTTPError as error:
+        raise _unreachable(cluster, error) from None
+    except ApiException as error:
+        raise LogUnreadable(f"{error.status} {error.reason}: {_api_message(error)}") from None
+
+
+def pod_log(cluster: Cluster, namespace: str, pod: str, container: str) -> bytes:
+    """A container's whole log as it is now."""
+    core = client.CoreV1Api(cluster.api_client)
+    with _log_answers(cluster):
+        response = cast(urllib3.HTTPResponse, core.read_namespaced_pod_log(
+            pod, namespace, container=container, _preload_content=False,
+            _request_timeout=(CONNECT_SECONDS, WATCH_SLACK_SECONDS)))
+        return bytes(response.data)
+
+
+def follow_pod_log(cluster: Cluster, namespace: str, pod: str, container: str) -> Iterator[bytes]:
+    """A container's log from its start, each line after its time, then as it is written, until the container ends or
+    the connection does (a dropped connection ends it quietly: the caller looks again)."""
+    core = client.CoreV1Api(cluster.api_client)
+    with _log_answers(cluster):
+        response = cast(urllib3.HTTPResponse, core.read_namespaced_pod_log(
+            pod, namespace, container=container, follow=True, timestamps=True, _preload_content=False,
+            _request_timeout=None))  # a training may print nothing for an hour: wait for its next line
+    try:
+        yield from response.stream(64 * 1024)
+    except urllib3.exceptions.HTTPError as error:
+        log.debug("the log stream of %s/%s dropped (%s)", namespace, pod, error)
+    finally:
+        response.close()

@@ -55,6 +55,8 @@ SYNC_FAILED = "SyncFailed"
 STATUS_UNREADABLE = "StatusUnreadable"  # a status time that is not RFC 3339: ignored, replaced by the operator's own
 # The API server refuses the operator's list of a kind in the job's namespace (RBAC, an API not served): an event only.
 WATCH_REFUSED = "WatchRefused"
+# A failed attempt's launcher output could not be copied into its ConfigMap (kubetrain.manifests.attempt_log).
+LOG_NOT_SAVED = "LogNotSaved"
 WAITING_REFUSALS = (QUOTA_EXCEEDED, OPERATOR_FORBIDDEN, ADMISSION_UNAVAILABLE, SYNC_FAILED)
 SUSPENDED_BY_USER = "SuspendedByUser"
 RESUMED = "Resumed"

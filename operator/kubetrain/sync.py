@@ -2,7 +2,8 @@
 
 The pass reads nothing from the API server: every call it makes is a write. What it writes (children it creates, the
 status it patches) goes into `Written`, so the next pass sees it even before the watch delivers it. Events are
-posted after the children are created, never in their way."""
+posted after the children are created, never in their way. A failed attempt's launcher log is copied before the pods
+that hold it are deleted (SaveLog, kubetrain.log_copy: the pass's only reads, never in a restart's way)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from concurrent.futures import Executor, wait
 from datetime import datetime, timezone
 from typing import Any
 
-from kubetrain import reasons
+from kubetrain import log_copy, reasons
 from kubetrain.api import Job, SpecError, parse_job
 from kubetrain.cache import TRAININGS, Snapshot, Written
 from kubetrain.children import BY_KIND
@@ -30,6 +31,7 @@ from kubetrain.plan import (
     DeleteTraining,
     Patch,
     Plan,
+    SaveLog,
     decide,
     phase,
     status_changed,
@@ -147,15 +149,15 @@ def _apply(writer: Writer, status: dict[str, Any], plan: Plan, job: Job) -> None
 
 def waves(actions: list[Action]) -> list[list[Action]]:
     """Actions grouped in the order they may run: a gang's pods need their PodGroup (and none is made if the
-    cluster does not serve that kind), the old attempt's pods go before the new attempt's come, the launcher needs
-    its workers. Everything else goes with the pods: a pod may be created before the ConfigMap and Secret it mounts
-    (the kubelet waits for them)."""
+    cluster does not serve that kind), a failed attempt's launcher log is copied before its pods go, the old
+    attempt's pods go before the new attempt's come, the launcher needs its workers. Everything else goes with the
+    pods: a pod may be created before the ConfigMap and Secret it mounts (the kubelet waits for them)."""
     def rank(action: Action) -> int:
         if isinstance(action, DeleteTraining):
             return 4
         if isinstance(action, Delete):
             return 1
-        if isinstance(action, Create) and action.obj["kind"] == "PodGroup":
+        if isinstance(action, SaveLog) or isinstance(action, Create) and action.obj["kind"] == "PodGroup":
             return 0
         if isinstance(action, Create) and action.obj["kind"] == "Job":
             return 3
@@ -174,6 +176,8 @@ def _call(writer: Writer, action: Action, job: Job) -> Callable[[], None]:
         return lambda: writer.patch(action.obj)
     if isinstance(action, Delete):
         return lambda: kube.delete(action.api_version, action.kind, meta["namespace"], action.name)
+    if isinstance(action, SaveLog):
+        return lambda: log_copy.save(kube, writer.body, job, action)
     return lambda: kube.delete_training(meta["namespace"], meta["name"])
 
 

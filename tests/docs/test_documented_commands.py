@@ -55,6 +55,9 @@ CLUSTER_NAMED = f"{CLUSTER}; <name> is the reader's job"
 FOLLOW = ("follows a job in a Kubernetes cluster: tests/controlplane/test_cli_follow.py runs it as written, on a job "
           "of that name in the namespace of its kubeconfig's current context")
 KIND_CLUSTER = "needs kind and Docker: the e2e tier (tests/e2e/test_kind.py) runs this path end to end"
+LOGS = ("reads a job's launcher output in a Kubernetes cluster: tests/controlplane/test_cli_logs.py runs it as "
+        "written, on a job of that name (kwok runs no container: the one line saying the log cannot be read), and "
+        "tests/e2e/test_kind.py::test_restart_and_the_logs_of_both_attempts reads real output with the same options")
 MENTION = "a tool and subcommand named in a sentence, not a whole command line"
 INSIDE_PODS = "what the launcher runs inside the pods (the launch and images tiers run it), not a reader's command"
 TIER = "runs a test tier or the whole suite: make test runs every tier"
@@ -165,6 +168,15 @@ NOT_RUN = {
                                    "a scripted API server, tests/controlplane/test_python_client.py makes them on a "
                                    "real one",
     "kubetrain wait": MENTION,
+    "kubetrain logs": MENTION,
+    "mpirun --tag-output": MENTION,
+    "kubetrain logs cifar-mixup": LOGS,
+    "kubetrain logs cifar-mixup -f": LOGS,
+    "kubetrain logs cifar-mixup --attempt 0": LOGS,
+    "kubetrain logs cifar-mixup --rank 1": LOGS,
+    "kubetrain logs <name> --attempt <N>": PLACEHOLDER,
+    "kubetrain logs NAME": PLACEHOLDER,
+    "kubetrain logs NAME -f": f"{PLACEHOLDER}; {KIND_CLUSTER} (test_restart_and_the_logs_of_both_attempts)",
     "kubetrain run --local": MENTION,
     "kubetrain status NAME --watch": PLACEHOLDER,
     "kubetrain wait NAME [--timeout SECONDS]": PLACEHOLDER,

@@ -1,7 +1,7 @@
 """The user's path on a kind cluster, one test per scenario, in this order: the README's kind quick start run as
 written (cluster, registry, images pushed, chart, volumes, a cifar_mixup job to Succeeded, its curve), a user's own
-image, a restart after a lost worker, an elastic job that loses a worker and grows by `kubectl scale` without
-restarting, a missing image, delete, upgrade, uninstall.
+image, a restart after a lost worker, `kubetrain logs` of a restarted job, an elastic job that loses a worker and
+grows by `kubectl scale` without restarting, a missing image, delete, upgrade, uninstall.
 
 Every test runs on the quick start's cluster (conftest.py), so `-k restart` runs the quick start first. The cluster is
 made from the kind and node image tests/e2e/kind-node/build.sh made on this machine (`make test` builds them), else
@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from datetime import datetime
 from typing import Any
 
@@ -52,6 +54,7 @@ from tests.support.programs import TAG
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(2 * 3600)]
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+KUBETRAIN = [sys.executable, "-m", "kubetrain.cli"]
 # Held-out accuracy the cifar_mixup job must pass on the digits (chance: 0.1); 6 epochs on 2 ranks reach about 0.7.
 LEARNED = 0.3
 RANKS_TRAIN_FROM = re.compile(r"(\d+) ranks train from epoch (\d+), step (\d+)")
@@ -92,13 +95,24 @@ def test_own_image(jobs: Jobs, installed: KindCluster) -> None:
     assert expected in log, f"the launcher's log does not show the 2-rank allreduce with rank 0 on the launcher:\n{log}"
 
 
-def test_restart(jobs: Jobs) -> None:
+def test_restart_and_the_logs_of_both_attempts(jobs: Jobs) -> None:
     """A worker pod deleted once an epoch is done: the job shows Restarting and `restarts: 1`, the new attempt
-    resumes from a checkpoint of epoch 1 or later, then it succeeds with every epoch."""
+    resumes from a checkpoint of epoch 1 or later, then it succeeds with every epoch.
+
+    `kubetrain logs NAME -f`, started while the first attempt runs, prints its output, goes on with the second
+    attempt's, and exits 0 when the job has Succeeded. Then `--attempt 0` still prints the first attempt's output,
+    kept by the operator after its pods went; without `--attempt`, the second's; `--rank 0` only rank 0's lines."""
     name, epochs = "cifar-mixup-restart", jobs.cluster.settings.epochs + 1
     jobs.apply(cifar_mixup(name, epochs))
-    delete_worker_after_an_epoch(jobs, name)
-    status = jobs.wait_for_phase(name, SUCCEEDED)
+    jobs.wait_for_phase(name, RUNNING)
+    following = subprocess.Popen([*KUBETRAIN, "logs", name, "-n", NAMESPACE, "-f"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, env=jobs.cluster.env())
+    try:
+        delete_worker_after_an_epoch(jobs, name)
+        status = jobs.wait_for_phase(name, SUCCEEDED)
+        followed, said = following.communicate(timeout=300)
+    finally:
+        following.kill()  # still running only when the test failed
     assert RESTARTING in jobs.phases(name), f"{name} never showed Restarting: {jobs.phases(name)}"
     assert status.get("restarts") == 1, f"{name} has status.restarts={status.get('restarts')}, expected 1"
     launcher, log = jobs.newest_launcher_log(name)
@@ -107,6 +121,26 @@ def test_restart(jobs: Jobs) -> None:
         f"the new attempt's launcher {launcher} did not log a resume from epoch 1 or later:\n{log}"
     LOG.info("phases %s; the new attempt logged: %s", jobs.phases(name), restored.group(0))
     assert_finished(jobs, name, epochs)
+
+    assert following.returncode == 0, f"kubetrain logs -f exited {following.returncode}: {said}"
+    assert f"kubetrain: attempt 1 of {NAMESPACE}/{name} follows" in said.splitlines(), said
+    first = kubetrain_logs(jobs, name, "--attempt", "0")
+    assert "training starts at epoch 1 " in first.stdout and "saved checkpoint" in first.stdout, first.stdout
+    assert not re.search(r"restored .* \(epoch", first.stdout), "attempt 0 resumed from nothing"
+    second = kubetrain_logs(jobs, name)
+    assert re.search(r"restored .* \(epoch [1-9]", second.stdout), second.stdout
+    LOG.info("attempt 0 printed %d lines, attempt 1 %d; kubetrain logs -f %d", first.stdout.count("\n"),
+             second.stdout.count("\n"), followed.count("\n"))
+    # -f printed the first attempt's output, then the second's. It may have more of the first than the kept copy:
+    # mpirun's last lines, written between the operator's copy and the restart's deletion of the launcher.
+    lines, kept, current = followed.splitlines(), first.stdout.splitlines(), second.stdout.splitlines()
+    if not first.stderr:  # no note: the copy holds the first attempt's output from its first line
+        assert lines[:len(kept)] == kept, "kubetrain logs -f did not start with the first attempt's output"
+    assert lines[len(lines) - len(current):] == current, "kubetrain logs -f did not end with the second attempt's"
+
+    rank0 = kubetrain_logs(jobs, name, "--rank", "0").stdout.splitlines()
+    assert rank0 and all(line.startswith("[1,0]<std") for line in rank0), rank0[:5]
+    assert any("restored " in line for line in rank0) and len(rank0) < len(current), "--rank 0 kept rank 0's lines"
 
 
 def test_elastic(jobs: Jobs) -> None:
@@ -203,6 +237,14 @@ def test_uninstall(installed: KindCluster) -> None:
     poll(lambda: True if installed.kubectl_result("get", "crd", CRD).returncode != 0 else None, 120,
          f"the CRD {CRD} to go", lambda: installed.kubectl_result("get", "crd", CRD).stdout)
     assert claim_names(installed) == claims, f"the claims changed: {claims} -> {claim_names(installed)}"
+
+
+def kubetrain_logs(jobs: Jobs, name: str, *options: str) -> subprocess.CompletedProcess[str]:
+    """`kubetrain logs <name> -n <namespace> [options]`, which must succeed; a kept copy's note is on stderr."""
+    done = subprocess.run([*KUBETRAIN, "logs", name, "-n", NAMESPACE, *options], capture_output=True, text=True,
+                          env=jobs.cluster.env(), timeout=300)
+    assert done.returncode == 0, f"kubetrain logs {name} {' '.join(options)} exited {done.returncode}: {done.stderr}"
+    return done
 
 
 def children(cluster: KindCluster) -> list[str]:

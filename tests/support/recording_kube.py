@@ -1,5 +1,7 @@
 """A stand-in for kubetrain.kube.Kube at the API's edge: it keeps every write a pass makes, in order, and answers
-as the API server would (a create returns the object with a uid; a status patch returns the job with its status)."""
+as the API server would (a create returns the object with a uid; a status patch returns the job with its status; a
+pod's log read is its last lines, capped in bytes, or a 404 for a pod it was not given a log of; a list finds the
+objects created and those it was told exist)."""
 
 from __future__ import annotations
 
@@ -26,6 +28,8 @@ class RecordingKube:
     created: list[dict[str, Any]] = field(default_factory=list)
     statuses: list[dict[str, Any]] = field(default_factory=list)
     events: list[tuple[str, str, str]] = field(default_factory=list)
+    logs: dict[str, bytes] = field(default_factory=dict)  # pod name -> its log; any other pod's cannot be read
+    existing: list[dict[str, Any]] = field(default_factory=list)  # what a list finds besides what was created
     _versions: itertools.count = field(default_factory=lambda: itertools.count(100))
 
     def create(self, obj: Mapping[str, Any], owner_uid: str) -> dict[str, Any]:
@@ -47,6 +51,23 @@ class RecordingKube:
 
     def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         self.writes.append(("delete", kind, name))
+
+    def list_metadata(self, api_version: str, kind: str, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        """The metadata of the objects of `kind` created or `existing` whose labels equal the selector's."""
+        wanted = dict(term.split("=", 1) for term in label_selector.split(","))
+        self.writes.append(("list", kind, label_selector))
+        return [{"metadata": copy.deepcopy(obj["metadata"])} for obj in [*self.existing, *self.created]
+                if obj["kind"] == kind and wanted.items() <= (obj["metadata"].get("labels") or {}).items()]
+
+    def read_log(self, namespace: str, pod: str, container: str, tail_lines: int, limit_bytes: int,
+                 seconds: float) -> bytes:
+        from kubetrain.kube import LogUnreadable
+
+        self.writes.append(("read log", "Pod", pod))
+        if pod not in self.logs:
+            raise LogUnreadable(f'404 Not Found: pods "{pod}" not found')
+        lines = self.logs[pod].splitlines(keepends=True)[-tail_lines:]
+        return b"".join(lines)[:limit_bytes]
 
     def delete_training(self, namespace: str, name: str) -> None:
         self.writes.append(("delete", self.training["kind"], name))

@@ -92,6 +92,10 @@ app.kubernetes.io/part-of: kubetrain
 - apiGroups: [""]
   resources: [pods]
   verbs: [get, list, watch, create, delete]
+# Before a restart deletes a failed attempt's launcher pod, the end of its log is copied into a ConfigMap.
+- apiGroups: [""]
+  resources: [pods/log]
+  verbs: [get]
 - apiGroups: [batch]
   resources: [jobs]
   verbs: [get, list, watch, create, delete]
@@ -99,6 +103,10 @@ app.kubernetes.io/part-of: kubetrain
 - apiGroups: [""]
   resources: [services, configmaps]
   verbs: [get, list, watch, create, patch]
+# A failed attempt's log copy (<name>-attempt-<N>-log): deleted when newer attempts' copies push it out.
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [delete]
 # An elastic job's Ready workers, which the operator lists in the EndpointSlice of its <name>-ready Service.
 - apiGroups: [discovery.k8s.io]
   resources: [endpointslices]

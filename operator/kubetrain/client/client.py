@@ -1,16 +1,25 @@
-"""`Client`: create, list, get, delete and wait for DistributedTrainings from Python, as kubectl and `kubetrain wait`
-would. The decisions are in kubetrain.client.spec and .jobs; here are the calls to the cluster."""
+"""`Client`: create, list, get, delete and wait for DistributedTrainings and read their launcher output from Python, as
+kubectl, `kubetrain wait` and `kubetrain logs` would. The decisions are in kubetrain.client.spec and .jobs (and
+kubetrain.logs); here are the calls to the cluster."""
 
 from __future__ import annotations
 
 import builtins
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
-from kubetrain import follow, follow_loop, kube, reasons
+from kubetrain import follow, follow_loop, kube, logs, logs_loop, reasons
 from kubetrain.client import jobs
-from kubetrain.client.errors import ClusterUnavailable, InvalidJob, JobFailed, JobNotFound, WaitTimeout
+from kubetrain.client.errors import (
+    ClusterUnavailable,
+    InvalidJob,
+    JobFailed,
+    JobNotFound,
+    LogsNotFound,
+    NoRankTags,
+    WaitTimeout,
+)
 from kubetrain.client.jobs import Job, failed_text, job_from_body, job_of
 from kubetrain.client.spec import JobSource, body_from, body_from_arguments, placed
 
@@ -21,6 +30,20 @@ def _cluster_answers() -> Iterator[None]:
         yield
     except kube.ClusterError as error:
         raise ClusterUnavailable(str(error)) from None
+
+
+@contextlib.contextmanager
+def _log_answers() -> Iterator[None]:
+    """kubetrain logs' errors, as this client's."""
+    try:
+        with _cluster_answers():
+            yield
+    except follow_loop.JobNotFound as missing:
+        raise JobNotFound(str(missing)) from None
+    except logs.LogsNotFound as missing:
+        raise LogsNotFound(str(missing)) from None
+    except logs.NoRankTags as untagged:
+        raise NoRankTags(str(untagged)) from None
 
 
 class Client:
@@ -115,3 +138,36 @@ class Client:
         """
         rows = jobs.history_rows([*self._seen.get(name, []), self.get(name)])
         return jobs.as_frame(rows) if as_frame else rows
+
+    @overload
+    def logs(self, name: str, attempt: int | None = None, rank: int | None = None,
+             follow: Literal[False] = False) -> str: ...
+
+    @overload
+    def logs(self, name: str, attempt: None = None, rank: int | None = None, *,
+             follow: Literal[True]) -> Iterator[str]: ...
+
+    def logs(self, name: str, attempt: int | None = None, rank: int | None = None,
+             follow: bool = False) -> str | Iterator[str]:
+        """The launcher's output of the current attempt, as `kubetrain logs` prints it: every rank's lines.
+
+        `attempt` picks an earlier one, numbered as status.attempt (the first is 0): the operator keeps the end of
+        the last failed attempts'. `rank` keeps only the lines tagged as that rank's. With `follow`, an iterator of
+        the lines as they come, the next attempts' after a restart, until the job finishes (then `get` says how).
+        Raises JobNotFound, LogsNotFound (no launcher started yet, an attempt not kept, a log that cannot be read),
+        NoRankTags or ClusterUnavailable; with `follow`, as the lines are read.
+        """
+        if follow and attempt is not None:
+            raise ValueError("attempt shows an attempt that ended; follow follows the current one: use one of them")
+        if follow:
+            return self._follow_logs(name, rank)
+        with _log_answers():
+            return logs_loop.read_logs(self.cluster, self.namespace, name, attempt, rank).text
+
+    def _follow_logs(self, name: str, rank: int | None) -> Iterator[str]:
+        with _log_answers():
+            for item in logs_loop.follow_logs(self.cluster, self.namespace, name, rank):
+                if isinstance(item, logs_loop.Output):
+                    yield from item.text.splitlines()
+                else:
+                    yield item[1]

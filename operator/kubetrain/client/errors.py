@@ -41,3 +41,11 @@ class JobFailed(ClientError):
         self.reason = reason
         self.message = message
         self.job = job
+
+
+class LogsNotFound(ClientError, LookupError):
+    """No launcher output to show: no launcher has started yet, the attempt's is not kept, or its log cannot be read."""
+
+
+class NoRankTags(ClientError, ValueError):
+    """A rank's lines were asked of launcher output whose lines carry no rank tag (an mpirun without --tag-output)."""

@@ -1,7 +1,8 @@
 """Decide, without I/O, what to do with one DistributedTraining given its children: the level-triggered core.
 
 `decide(job, status, children, now)` observes the world once (plan.world), then a short state machine picks the
-state and asks plan.desired for the children to create or delete and plan.phase for what the status says. Running it
+state and asks plan.desired for the children to create or delete and plan.phase for what the status says;
+plan.attempt_logs adds the copies of launcher output that the plan's deletions would lose. Running it
 twice on the same world yields the same plan; kubetrain.sync applies it, so the operator converges from any state,
 including after a restart mid-way.
 """
@@ -17,7 +18,7 @@ from kubetrain import failure_policy
 from kubetrain import reasons as r
 from kubetrain.api import Job
 from kubetrain.contract import launcher_name
-from kubetrain.plan import desired, elastic, phase
+from kubetrain.plan import attempt_logs, desired, elastic, phase
 from kubetrain.plan.model import (
     SAFETY_REQUEUE_SECONDS,
     WAIT_REQUEUE_SECONDS,
@@ -30,6 +31,7 @@ from kubetrain.plan.model import (
     Event,
     Patch,
     Plan,
+    SaveLog,
     parse_time,
 )
 from kubetrain.plan.phase import status_changed
@@ -37,13 +39,14 @@ from kubetrain.plan.world import World, observe
 from kubetrain.pod_state import Failure, is_terminating, iso, job_finished
 
 __all__ = ["Action", "Children", "Create", "CreateSshSecret", "Delete", "DeleteTraining", "Event",
-           "Patch", "Plan", "decide", "status_changed"]
+           "Patch", "Plan", "SaveLog", "decide", "status_changed"]
 
 
 def decide(job: Job, status: Mapping[str, Any], children: Children, now: datetime) -> Plan:
     """The whole reconcile decision for one job."""
     world = observe(job, status, children, now)
     plan = _decide(world)
+    plan.actions.extend(attempt_logs.saves(world, plan))
     if world.unreadable:
         _replace_unreadable(world, plan)
     return plan

@@ -49,13 +49,22 @@ EVENT_MESSAGE_CHARS = 1024
 
 
 @dataclass(frozen=True)
+class SaveLog:
+    """Copy the end of attempt `attempt`'s launcher output into its ConfigMap (kubetrain.log_copy) before
+    the pods go; `pod` is the launcher pod to read (None: none is left, the copy says so)."""
+
+    attempt: int
+    pod: str | None
+
+
+@dataclass(frozen=True)
 class Event:
     type: str  # Normal | Warning
     reason: str
     message: str
 
 
-Action = Create | CreateSshSecret | Patch | Delete | DeleteTraining
+Action = Create | CreateSshSecret | Patch | Delete | DeleteTraining | SaveLog
 
 
 @dataclass

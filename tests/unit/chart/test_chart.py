@@ -159,8 +159,9 @@ def test_rules_allow_every_watch_and_every_child_the_operator_manages(values: tu
         for child in CHILD_KINDS:  # the cache watches every watched kind; a pass creates, and reads back on conflict
             for verb in ("get", "create", *(("list", "watch") if child.watched else ())):
                 assert allowed(rules, child.group, child.plural, verb), (child.plural, verb)
-        for group, plural in (("", "pods"), ("batch", "jobs"), (GROUP, PLURAL)):
+        for group, plural in (("", "pods"), ("batch", "jobs"), (GROUP, PLURAL), ("", "configmaps")):
             assert allowed(rules, group, plural, "delete"), plural
+        assert allowed(rules, "", "pods/log", "get"), "a failed attempt's launcher log is copied before it goes"
         assert allowed(rules, GROUP, f"{PLURAL}/status", "patch")
         assert allowed(rules, "", "events", "create")
 

@@ -11,7 +11,7 @@ from types import ModuleType
 
 import pytest
 
-from kubetrain import contract
+from kubetrain import contract, logs
 from kubetrain.failure_report import read_report
 
 LIB = Path(__file__).resolve().parents[3] / "images" / "entrypoints" / "lib"
@@ -142,3 +142,16 @@ def test_the_entrypoint_and_the_operator_agree_on_the_reports_kind_and_bounds():
             failure_report.MAX_LINES_BYTES, failure_report.TERMINATION_MESSAGE_BYTES) == (
         contract.FAILURE_REPORT_KIND, contract.FAILURE_LINES, contract.FAILURE_LINE_CHARS,
         contract.FAILURE_LINES_BYTES, contract.TERMINATION_MESSAGE_BYTES)
+
+
+@pytest.mark.parametrize("sample", sorted(path.name for path in SAMPLES.glob("*.std*")) + ["elastic-exit.log"])
+def test_kubetrain_logs_rank_filter_reads_the_tags_the_report_reads(sample: str) -> None:
+    """`kubetrain logs --rank` (kubetrain.logs) and the launcher's report read the same tags, from each MPI's real
+    output: a line either finds the same rank in both or is the MPI's own in both."""
+    flavor = "elastic" if sample.startswith("elastic") else sample.split("-")[0]
+    tag = failure_report.TAGS[flavor]
+    lines = (SAMPLES / sample).read_text().splitlines()
+    for line in lines:
+        found = tag.match(line)
+        assert logs.rank_of(line) == (int(found.group(1)) if found else None), line
+    assert any(logs.rank_of(line) is not None for line in lines) or "stderr" in sample, sample
