@@ -8,8 +8,9 @@ import re
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
-from tests.support.cluster import ControlPlane
+from tests.support.cluster import ControlPlane, wait_until
 from tests.support.operator_harness import (
     OperatorProcess,
     create,
@@ -45,6 +46,12 @@ def launcher_termination_message() -> str:
     return report.encode(report.report(output, 3)).decode()
 
 
+def posted(plane: ControlPlane, namespace: str, name: str, reason: str) -> list[dict[str, Any]]:
+    """The job's events of this reason, once there is one: events are posted off the operator's critical path."""
+    return wait_until(lambda: [e for e in events(plane, namespace, name) if e["reason"] == reason] or None,
+                      message=f"a {reason} event of {name}")
+
+
 def test_a_failing_rank_is_named_with_its_pod_node_exit_code_and_last_lines(
     control_plane: ControlPlane, namespace: str, operator: OperatorProcess
 ) -> None:
@@ -63,7 +70,7 @@ def test_a_failing_rank_is_named_with_its_pod_node_exit_code_and_last_lines(
     assert failed["message"] == f"{headline} (backoffLimit 0 reached after 0 restarts)"
     condition = next(c for c in failed["conditions"] if c["type"] == "Failed")
     assert condition["message"] == failed["message"]
-    [warning] = [e for e in events(control_plane, namespace, "crash") if e["type"] == "Warning"]
+    [warning] = posted(control_plane, namespace, "crash", "LauncherFailed")
     assert warning["reason"] == "LauncherFailed"
     assert warning["message"] == (f"{failed['message']}\nlast lines of rank 1:\n"
                                   + "\n".join(f"  | {line}" for line in TRACEBACK))
@@ -91,6 +98,6 @@ def test_a_worker_killed_for_memory_is_named_with_its_rank_and_node(
     restarted = wait_for_status(control_plane, namespace, "hungry", operator, restarts=1)
     assert restarted["failure"] == {"attempt": 0, "rank": 0, "rankFrom": "Hostfile", "pod": "hungry-worker-0",
                                     "node": node, "exitCode": 137, "reason": "OOMKilled", "lastLines": []}
-    said = [e["message"] for e in events(control_plane, namespace, "hungry") if e["reason"] == "WorkerFailed"]
+    said = [e["message"] for e in posted(control_plane, namespace, "hungry", "WorkerFailed")]
     assert f"restart 1/1: worker pod hungry-worker-0 failed: OOMKilled (exit code 137) on node {node} (rank 0)" \
         in said, said

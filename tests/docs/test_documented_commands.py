@@ -128,6 +128,7 @@ NOT_RUN = {
     "kubectl apply -f jobs/cifar_mixup/job.yaml":
         f"{CLUSTER}; tests/controlplane/test_documented_yaml.py sends this file to the API server (dry run)",
     "kubectl get dtr": CLUSTER,
+    "kubectl get dtr -w": CLUSTER,
     "kubectl describe dtr cifar-mixup": CLUSTER,
     "kubectl delete dtr --all": CLUSTER,
     "kubectl --namespace kubetrain-system rollout status deployment/kubetrain": CLUSTER,
