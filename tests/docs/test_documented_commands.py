@@ -170,7 +170,6 @@ NOT_RUN = {
                                    "real one",
     "kubetrain wait": MENTION,
     "kubetrain logs": MENTION,
-    "mpirun --tag-output": MENTION,
     "kubetrain logs cifar-mixup": LOGS,
     "kubetrain logs cifar-mixup -f": LOGS,
     "kubetrain logs cifar-mixup --attempt 0": LOGS,
