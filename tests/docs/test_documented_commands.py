@@ -321,11 +321,15 @@ def test_running_a_job_on_your_machine(tmp_path: Path) -> None:
     done = run(train, cwd, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     assert "running default/cifar-mixup locally with 2 rank(s)" in done.stderr, done.stderr[-3000:]
-    # the job writes to <checkpoint dir>/<namespace>/<name>, as in the cluster
+    assert "on all 2 ranks" in done.stderr, done.stderr[-3000:]
+    assert "progress reporting is off" in done.stderr, "no cluster: KUBETRAIN_REPORT_STATUS must be unset"
+    # the job writes to <checkpoint dir>/<namespace>/<name>, as in the cluster; rank 0 alone
     job_dir = cwd / option(train, "--checkpoint-dir") / "default" / "cifar-mixup"
     records = [json.loads(path.read_text()) for path in sorted(job_dir.glob("ckpt-*.json"))]
     assert [record["epoch"] for record in records] == [1, 2], sorted(path.name for path in job_dir.iterdir())
-    assert (job_dir / "history.json").is_file() and (job_dir / "history.png").is_file()
+    assert {record["rank"] for record in records} == {0}
+    for written in ("history.json", "history.png", "evaluation.json"):
+        assert (job_dir / written).is_file(), sorted(path.name for path in job_dir.iterdir())
 
 
 def test_render_prints_the_objects_of_the_reference_table() -> None:
