@@ -15,15 +15,19 @@
   kubetrain wait NAME [--namespace NS] [--timeout SECONDS]
       print nothing until the DistributedTraining finishes, then one line: how it ended
       (`kubectl apply -f job.yaml && kubetrain wait NAME` in a script)
+  kubetrain tensorboard NAME [--namespace NS] [--port PORT]
+      forward PORT (default 6006) of this machine to the TensorBoard of the job's rank-0 pod (spec.tensorboard) with
+      `kubectl port-forward`, print its URL, and keep forwarding until Ctrl-C
   kubetrain version
       this kubetrain's version and the API version of the DistributedTraining it reads and writes
 
-  status and wait take the namespace of the kubeconfig's current context, as kubectl does (in a pod: the pod's own),
-  else default. They follow the job with a Kubernetes watch, not by polling.
+  status, wait and tensorboard take the namespace of the kubeconfig's current context, as kubectl does (in a pod: the
+  pod's own), else default. status and wait follow the job with a Kubernetes watch, not by polling.
 
 Exit codes: 0 when the job Succeeded (or status showed it), 1 when it Failed, 2 for a usage error, a job.yaml the
-operator would reject (the field is named), a job that does not exist or a cluster that cannot be reached, 124 when
-wait's --timeout passed. Every error is one line on stderr.
+operator would reject (the field is named), a job that does not exist or a cluster that cannot be reached (and for
+tensorboard: no TensorBoard to forward to), 124 when wait's --timeout passed, 130 after Ctrl-C. Every error is one
+line on stderr.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from kubetrain.manifests.launcher import build_launcher_job
 from kubetrain.manifests.pods import build_worker_pod, build_worker_pod_group
 from kubetrain.manifests.service import build_ready_endpoints, build_ready_service, build_service
 from kubetrain.manifests.ssh import build_ssh_secret
+from kubetrain.tensorboard_target import DEFAULT_LOCAL_PORT
 
 EXIT_USAGE = follow.EXIT_USAGE
 EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports it
@@ -158,6 +163,18 @@ def build_parser() -> argparse.ArgumentParser:
     wait.add_argument("--timeout", type=seconds, default=None, metavar="SECONDS",
                       help="give up after this many seconds, exit code 124 (default: wait as long as it runs)")
 
+    tensorboard = commands.add_parser(
+        "tensorboard",
+        help="open a DistributedTraining's TensorBoard on this machine (spec.tensorboard)",
+        description="Forward a port of this machine to the TensorBoard of the job's rank-0 pod (kubectl "
+        "port-forward), print its URL, and keep forwarding until Ctrl-C. The job needs spec.tensorboard: "
+        "{enabled: true}.",
+    )
+    tensorboard.add_argument("name", help="the DistributedTraining's name")
+    tensorboard.add_argument("--namespace", "-n", default=None, help=NAMESPACE_HELP)
+    tensorboard.add_argument("--port", type=port, default=DEFAULT_LOCAL_PORT,
+                             help=f"the port of this machine (127.0.0.1) to forward (default: {DEFAULT_LOCAL_PORT})")
+
     commands.add_parser("version", help="print kubetrain's version", description="Print kubetrain's version and the "
                         "API version of the DistributedTraining it reads and writes.")
     return parser
@@ -179,9 +196,20 @@ def seconds(text: str) -> float:
     return value
 
 
+def port(text: str) -> int:
+    """A TCP port from 1 to 65535 (argparse's type for --port)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be from 1 to 65535: {text!r}")
+    return value
+
+
 def cluster_command(args: argparse.Namespace) -> int:
-    """`status` and `wait`: the cluster kubectl would use, the namespace it would default to."""
-    from kubetrain import follow_loop
+    """`status`, `wait` and `tensorboard`: the cluster kubectl would use, the namespace it would default to."""
+    from kubetrain import follow_loop, tensorboard_forward
     from kubetrain.kube import ClusterError, connect  # only these subcommands need a cluster
 
     try:
@@ -189,6 +217,8 @@ def cluster_command(args: argparse.Namespace) -> int:
         namespace = args.namespace or cluster.namespace
         if args.command == "wait":
             return follow_loop.wait_for(cluster, namespace, args.name, args.timeout)
+        if args.command == "tensorboard":
+            return tensorboard_forward.serve(cluster, namespace, args.name, args.port)
         return follow_loop.show_status(cluster, namespace, args.name, watch=args.watch)
     except ClusterError as failure:
         follow_loop.error(str(failure))
@@ -209,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(words)
     if extra_args and args.command != "run":
         parser.error(f"arguments after -- are only for `kubetrain run`: {' '.join(extra_args)}")
-    if args.command in ("status", "wait"):
+    if args.command in ("status", "wait", "tensorboard"):
         return cluster_command(args)
     if args.command == "version":
         sys.stdout.write(version_text())

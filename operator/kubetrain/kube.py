@@ -1,6 +1,7 @@
 """The one module that talks to the Kubernetes API (official client): idempotent writes, events, the few reads no
 cache serves (the owner of a child that already exists), and the command line's cluster: its kubeconfig, its default
-namespace and the watch `kubetrain status --watch` and `kubetrain wait` follow."""
+namespace, the watch `kubetrain status --watch` and `kubetrain wait` follow and the pods `kubetrain tensorboard`
+looks for."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ConflictError, DynamicApiError, NotFoundError, ResourceNotFoundError
 
 from kubetrain.cache import owned_by
-from kubetrain.contract import GROUP, KIND, PLURAL, VERSION
+from kubetrain.contract import GROUP, KIND, LABEL_JOB, PLURAL, VERSION
 from kubetrain.refusals import Refusal, classify, not_served
 
 log = logging.getLogger(__name__)
@@ -308,6 +309,16 @@ def list_trainings(cluster: Cluster, namespace: str) -> list[dict[str, Any]]:
         listing = cast(dict[str, Any], objects.list_namespaced_custom_object(
             GROUP, VERSION, namespace, PLURAL, _request_timeout=(CONNECT_SECONDS, WATCH_SLACK_SECONDS)))
     return [dict(item) for item in listing.get("items") or []]
+
+
+def list_job_pods(cluster: Cluster, namespace: str, name: str) -> list[dict[str, Any]]:
+    """Every pod labelled as the job's (every role and attempt), as the API server returns them."""
+    pods = client.CoreV1Api(cluster.api_client)
+    with _answers(cluster):
+        response: Any = pods.list_namespaced_pod(  # the raw response (_preload_content=False): plain JSON
+            namespace, label_selector=f"{LABEL_JOB}={name}", _preload_content=False,
+            _request_timeout=(CONNECT_SECONDS, WATCH_SLACK_SECONDS))
+    return [dict(item) for item in orjson.loads(response.data).get("items") or []]
 
 
 def create_training(cluster: Cluster, body: Mapping[str, Any]) -> dict[str, Any]:
