@@ -4,9 +4,9 @@
     python -m tests.bench.workers.callback_cost --threads 2 --steps-per-epoch 50 --epochs 6 --repeats 2 --out r.json
 
 Two settings take turns `--repeats` times in one process: `background`, the callbacks as shipped (`chief_callbacks`:
-file writes, TensorBoard's event files, plot and status patch on one background thread, progress and plot by time), and
-`inline`, the same callbacks doing their work in the training thread after every epoch, as before. Both run Horovod's callbacks
-(metric averaging, lr warm-up). The status patch is a stand-in that sleeps `--patch-seconds` (an API
+file writes, TensorBoard's event files, plot and status patch on one background thread, progress and plot by time),
+and `inline`, the same callbacks doing their work in the training thread after every epoch, as before. Both run
+Horovod's callbacks (metric averaging, lr warm-up). The status patch is a stand-in that sleeps `--patch-seconds` (an API
 server's round trip); checkpoints, history.json, history.png and the event files (the learning rate every
 `--tensorboard-every-steps` steps) are written to a scratch directory. Per callback:
 seconds inside its hooks; per run: steps, fit seconds, and the background thread's busy and CPU seconds. The
