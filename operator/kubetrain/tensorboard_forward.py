@@ -56,15 +56,20 @@ def serve(cluster: kube.Cluster, namespace: str, name: str, local_port: int, kub
                                stderr=subprocess.PIPE, text=True)
     try:
         try:
-            wait_for_forward(process)
+            output = wait_for_forward(process)
         except ForwardError as failed:
             error(f"kubectl port-forward to pod {target.pod}: {failed}")
             return EXIT_USAGE
         answered = wait_for_answer(url(local_port), lambda: process.poll() is None, ANSWER_SECONDS)
+        if not answered and process.poll() is not None:  # kubectl gives up on a connection the pod refused
+            error(f"TensorBoard in pod {target.pod} does not answer on its port {target.port}; its log says why: "
+                  f"{logs_command(target)}")
+            return EXIT_USAGE
         print(f"TensorBoard of {namespace}/{name} (pod {target.pod}): {url(local_port)}  (Ctrl-C stops)", flush=True)
         if not answered:
             print(f"kubetrain: warning: TensorBoard does not answer yet; its log says why: {logs_command(target)}",
                   file=sys.stderr, flush=True)
+        output.show()
         code = process.wait()
         error(f"kubectl port-forward to pod {target.pod} ended (exit {code}): is the pod gone? (kubetrain status "
               f"{name})")
@@ -74,12 +79,14 @@ def serve(cluster: kube.Cluster, namespace: str, name: str, local_port: int, kub
 
 
 class KubectlOutput:
-    """kubectl's output, read on two threads. `ready` is set once it says it forwards. Its error lines are kept until
-    then (`errors`) and shown on our stderr after; its other lines (one per connection) are dropped."""
+    """kubectl's output, read on two threads. `ready` is set once it says it forwards. Its error lines are kept
+    (`errors`) until `show()`, then shown on our stderr as they come; its other lines (one per connection) are
+    dropped."""
 
     def __init__(self, process: subprocess.Popen[str]) -> None:
         assert process.stdout is not None and process.stderr is not None
         self.ready = threading.Event()
+        self._showing = threading.Event()
         self.errors: list[str] = []
         self._readers = [threading.Thread(target=self._stdout, args=(process.stdout,), daemon=True),
                          threading.Thread(target=self._stderr, args=(process.stderr,), daemon=True)]
@@ -93,15 +100,22 @@ class KubectlOutput:
 
     def _stderr(self, stream: IO[str]) -> None:
         for line in stream:
-            if self.ready.is_set():
+            if self._showing.is_set():
                 sys.stderr.write(line)
                 sys.stderr.flush()
             else:
                 self.errors.append(line)
 
-    def last_error(self) -> str:
+    def show(self) -> None:
+        """From now on kubectl's error lines go to our stderr (the URL is out: they are about the connections)."""
+        self._showing.set()
+
+    def join(self) -> None:
+        """Wait (briefly) until both streams are read to their end: kubectl has exited."""
         for reader in self._readers:
             reader.join(timeout=2)
+
+    def last_error(self) -> str:
         return next((line.strip() for line in reversed(self.errors) if line.strip()), "")
 
 
@@ -111,9 +125,14 @@ def wait_for_forward(process: subprocess.Popen[str], seconds: float = FORWARD_SE
     output = KubectlOutput(process)
     deadline = time.monotonic() + seconds
     while not output.ready.wait(0.1):
-        if process.poll() is not None or time.monotonic() > deadline:
+        if process.poll() is not None:
+            output.join()  # what it printed before it ended
+            if output.ready.is_set():
+                break
+            raise ForwardError(output.last_error() or f"kubectl ended (exit {process.returncode})")
+        if time.monotonic() > deadline:
             stop(process)
-            raise ForwardError(output.last_error() or f"kubectl said nothing in {seconds:g} s")
+            raise ForwardError(f"kubectl said nothing in {seconds:g} s")
     return output
 
 

@@ -167,6 +167,11 @@ if {mode!r} == "fail":
     print("error: unable to forward port because pod is not running. Current status=Pending", file=sys.stderr)
     sys.exit(1)
 local = int(sys.argv[-1].split(":")[0])
+if {mode!r} == "refused":  # kubectl since 1.23 ends when the pod refuses a forwarded connection
+    print(f"Forwarding from 127.0.0.1:{{local}} -> 6006", flush=True)
+    print("E1127 portforward.go:413] an error occurred forwarding: connection refused", file=sys.stderr)
+    print("error: lost connection to pod", file=sys.stderr)
+    sys.exit(1)
 if {mode!r} == "serve":
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args):
@@ -246,3 +251,15 @@ def test_a_tensorboard_that_does_not_answer_is_a_warning_naming_its_log(monkeypa
         "--namespace ml --container tensorboard",
         "kubetrain: error: kubectl port-forward to pod cifar-worker-0 ended (exit 0): is the pod gone? (kubetrain "
         "status cifar)"]
+
+
+def test_a_tensorboard_that_refuses_the_connection_is_one_line_naming_its_log(monkeypatch, capsys, tmp_path) -> None:
+    body = job_body()
+    Cluster(monkeypatch, body, worker_pods(body, 1))
+    stand_in_kubectl(tmp_path, monkeypatch, mode="refused")
+    assert main(["tensorboard", "cifar", "--port", str(free_port())]) == 2
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert out.err.splitlines() == [
+        "kubetrain: error: TensorBoard in pod cifar-worker-0 does not answer on its port 6006; its log says why: "
+        "kubectl logs cifar-worker-0 --namespace ml --container tensorboard"]
