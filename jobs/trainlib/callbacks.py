@@ -143,9 +143,9 @@ class TensorBoardCallback(tf.keras.callbacks.Callback):
     """Epoch metrics, the learning rate every `tensorboard.every_steps` steps and the model's graph into TensorBoard
     event files (`trainlib.tensorboard`).
 
-    At the start of `fit` it reads the optimizer's step count. At the first start it also drops the events after the
-    restored state and traces the graph (both in the training thread, once). Per batch it only counts; when a step is
-    due it reads the learning rate. Every write goes to `writer`'s thread if given.
+    At the start of `fit` it reads the optimizer's step count; at the first start it also has the events after the
+    restored state dropped and the graph traced and written. Per batch it only counts; when a step is due it reads
+    the learning rate. Everything else runs on `writer`'s thread if given.
     """
 
     def __init__(self, tensorboard: TensorBoardLog, initial_epoch: int, writer: BackgroundWriter | None = None) -> None:
@@ -162,10 +162,9 @@ class TensorBoardCallback(tf.keras.callbacks.Callback):
         if self._started:
             return
         self._started = True
-        steps, epochs, graph = self._step, self.initial_epoch, graph_of(self.model)
+        steps, epochs, model = self._step, self.initial_epoch, self.model
         run_or_submit(self.writer, lambda: self.tensorboard.resume_at(epochs, steps))
-        if graph is not None:
-            run_or_submit(self.writer, lambda: self.tensorboard.graph(graph))
+        run_or_submit(self.writer, lambda: self.tensorboard.graph(graph_of(model)))
 
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
         self._step += 1

@@ -93,16 +93,15 @@ class EpochRecorder:
 
     def resume_at(self, epochs_done: int, model: tf.keras.Model | None = None) -> None:
         """Drop history records and TensorBoard events newer than the restored checkpoint (its steps are
-        `epochs_done` whole epochs); with `model`, write its graph to TensorBoard (traced now)."""
+        `epochs_done` whole epochs); with `model`, write its graph to TensorBoard (traced on the writer's thread)."""
         self.history.resume_at(epochs_done)
         self.steps = epochs_done * self.steps_per_epoch
         tensorboard, steps = self.tensorboard, self.steps
         if tensorboard is None:
             return
         run_or_submit(self.writer, lambda: tensorboard.resume_at(epochs_done, steps))
-        graph = graph_of(model) if model is not None else None
-        if graph is not None:
-            run_or_submit(self.writer, lambda: tensorboard.graph(graph))
+        if model is not None:
+            run_or_submit(self.writer, lambda: tensorboard.graph(graph_of(model)))
 
     def after_step(self, optimizer: tf.keras.optimizers.legacy.Optimizer) -> None:
         """Count an optimizer step; every `tensorboard.every_steps` steps read the learning rate now and hand it to

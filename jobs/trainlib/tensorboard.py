@@ -2,7 +2,7 @@
 
 - `epoch/<metric>` at step = the completed epoch (1-based): every metric history.json gets, the same values (float32).
 - `step/learning_rate` at step = the optimizer's step count, every `every_steps` steps (0: never).
-- The model's graph, once per start (`graph_of` traces it; the write is separate).
+- The model's graph, once per start (`graph_of` traces it, on the writer's thread too: it only reads the model).
 
 `TensorBoardLog` does the file work, like `HistoryLog`: callers run it on the `BackgroundWriter`'s thread. On resume
 (`resume_at`) the events of epochs and steps after the restored state are dropped, as history.json drops its records,
@@ -47,8 +47,8 @@ def current_learning_rate(optimizer: tf.keras.optimizers.legacy.Optimizer) -> fl
 
 
 def graph_of(model: tf.keras.Model) -> tf.Graph | None:
-    """The model's inference graph, traced now (in the calling thread, once); None when the model has no known
-    inputs or cannot be traced (logged: the graph is a convenience, training goes on)."""
+    """The model's inference graph, traced now into a graph of its own (the model's variables are only read); None
+    when the model has no known inputs or cannot be traced (logged: the graph is a convenience, training goes on)."""
     if not model.inputs:
         log.info("TensorBoard: model %s has no known inputs; no graph written", model.name)
         return None
@@ -56,7 +56,7 @@ def graph_of(model: tf.keras.Model) -> tf.Graph | None:
     try:
         forward = tf.function(lambda *inputs: model(inputs[0] if len(inputs) == 1 else list(inputs), training=False))
         return forward.get_concrete_function(*specs).graph
-    except (TypeError, ValueError, RuntimeError) as error:
+    except Exception as error:  # any tracing failure: the run goes on without a graph
         log.warning("TensorBoard: could not trace model %s (%s); no graph written", model.name, error)
         return None
 
@@ -110,7 +110,10 @@ class TensorBoardLog:
         with self._open().as_default():
             tf.summary.scalar(LEARNING_RATE_TAG, value, step=step)
 
-    def graph(self, graph: tf.Graph) -> None:
+    def graph(self, graph: tf.Graph | None) -> None:
+        """Write `graph` (None: nothing, `graph_of` said why)."""
+        if graph is None:
+            return
         with self._open().as_default():
             tf.summary.graph(graph)
         self.flush()
