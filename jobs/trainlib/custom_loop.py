@@ -91,9 +91,11 @@ class EpochRecorder:
                    reporter or ProgressReporter.from_environment(headline=headline), epochs, steps_per_epoch,
                    context.rank, BackgroundWriter(), TensorBoardLog(checkpoint_dir, tensorboard_every_steps))
 
-    def resume_at(self, epochs_done: int, model: tf.keras.Model | None = None) -> None:
+    def resume_at(self, epochs_done: int, model: tf.keras.Model | None = None,
+                  inputs: Sequence[tf.TensorSpec] | None = None) -> None:
         """Drop history records and TensorBoard events newer than the restored checkpoint (its steps are
-        `epochs_done` whole epochs); with `model`, write its graph to TensorBoard (traced on the writer's thread)."""
+        `epochs_done` whole epochs); with `model`, write its graph for `inputs` (default: its own) to TensorBoard
+        (traced on the writer's thread)."""
         self.history.resume_at(epochs_done)
         self.steps = epochs_done * self.steps_per_epoch
         tensorboard, steps = self.tensorboard, self.steps
@@ -101,7 +103,7 @@ class EpochRecorder:
             return
         run_or_submit(self.writer, lambda: tensorboard.resume_at(epochs_done, steps))
         if model is not None:
-            run_or_submit(self.writer, lambda: tensorboard.graph(graph_of(model)))
+            run_or_submit(self.writer, lambda: tensorboard.graph(graph_of(model, inputs)))
 
     def after_step(self, optimizer: tf.keras.optimizers.legacy.Optimizer) -> None:
         """Count an optimizer step; every `tensorboard.every_steps` steps read the learning rate now and hand it to

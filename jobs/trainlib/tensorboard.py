@@ -14,7 +14,7 @@ from __future__ import annotations
 import glob
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import tensorflow as tf
 
@@ -46,13 +46,14 @@ def current_learning_rate(optimizer: tf.keras.optimizers.legacy.Optimizer) -> fl
     return float(tf.keras.backend.get_value(rate))
 
 
-def graph_of(model: tf.keras.Model) -> tf.Graph | None:
-    """The model's inference graph, traced now into a graph of its own (the model's variables are only read); None
-    when the model has no known inputs or cannot be traced (logged: the graph is a convenience, training goes on)."""
-    if not model.inputs:
+def graph_of(model: tf.keras.Model, inputs: Sequence[tf.TensorSpec] | None = None) -> tf.Graph | None:
+    """The model's inference graph, traced now into a graph of its own (the model's variables are only read), for
+    `inputs` (default: the model's own, which a subclassed model lacks); None when there are none or the model cannot
+    be traced (logged: the graph is a convenience, training goes on)."""
+    specs = list(inputs) if inputs else [tf.TensorSpec(tensor.shape, tensor.dtype) for tensor in model.inputs or []]
+    if not specs:
         log.info("TensorBoard: model %s has no known inputs; no graph written", model.name)
         return None
-    specs = [tf.TensorSpec(tensor.shape, tensor.dtype) for tensor in model.inputs]
     try:
         forward = tf.function(lambda *inputs: model(inputs[0] if len(inputs) == 1 else list(inputs), training=False))
         return forward.get_concrete_function(*specs).graph

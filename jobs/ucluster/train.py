@@ -146,7 +146,7 @@ def train(args: argparse.Namespace) -> int:
     start = restore_and_broadcast(context, recorder.manager if recorder else None, variables)
     after_step: Callable[[], None] | None = None
     if recorder:
-        recorder.resume_at(start, model)
+        recorder.resume_at(start, model, [tf.TensorSpec((None, config.num_points, config.num_features), tf.float32)])
         after_step = functools.partial(recorder.after_step, optimizer)
         log.info("%d ranks, %d training steps per epoch, %d trainable weights, checkpoints in %s", context.size,
                  inputs.train.steps, sum(int(np.prod(v.shape)) for v in model.trainable_variables), checkpoint_dir)
