@@ -82,7 +82,7 @@ def train_once(context: distributed.WorkerContext, args: argparse.Namespace) -> 
     trained = fit_distributed(context, model, inputs, epochs=args.epochs, learning_rate=args.learning_rate,
                               warmup_epochs=args.warmup_epochs, checkpoint_dir=checkpoint_dir,
                               keep_checkpoints=args.keep_checkpoints, commit_every_batches=args.commit_every_batches,
-                              headline="val_accuracy",
+                              headline="val_accuracy", tensorboard_every_steps=args.tensorboard_every_steps,
                               title=f"cifar_mixup ({f'mixup alpha {args.alpha:g}' if args.mixup else 'no mixup'}, "
                                     f"{context.size} ranks)")
     if trained.context.is_chief and trained.held_out is not None:

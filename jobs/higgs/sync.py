@@ -28,6 +28,7 @@ class LocalTraining:
         self.model, self.optimizer = model, optimizer
         self._loss = tf.keras.losses.CategoricalCrossentropy()
         self._step = tf.function(self.train_step)
+        self.on_step: Callable[[], None] | None = None  # rank 0's TensorBoard learning rate, after every step
 
     @property
     def result_model(self) -> tf.keras.Model:
@@ -68,6 +69,8 @@ class LocalTraining:
         for features, targets in train.dataset.take(train.steps):
             loss_sum += float(self.step_function(train.steps)(features, targets))
             self.after_step(int(self.optimizer.iterations.numpy()))
+            if self.on_step is not None:
+                self.on_step()
         self.end_of_epoch()
         return loss_sum, train.steps
 

@@ -13,6 +13,7 @@ on Gloo; the others have their own loops, not Keras `fit`, and the EASGD and ave
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -146,11 +147,14 @@ def run_trainer(settings: TrainerSettings, args: argparse.Namespace, context: Wo
                                           batch_size=settings.batch_size, seed=args.seed)
     steps = distributed.broadcast_object(train.steps if train else 0, root_rank=1 if settings.parameter_server else 0)
     recorder = EpochRecorder.for_rank(context, checkpoint_dir, args.keep_checkpoints, f"Higgs ({settings.name})",
-                                      args.epochs, steps, headline="val_f1")
+                                      args.epochs, steps, headline="val_f1",
+                                      tensorboard_every_steps=args.tensorboard_every_steps)
     start = restore_and_broadcast(context, recorder.manager if recorder else None, variables)
     seconds = 0.0
     if recorder:
-        recorder.resume_at(start)
+        recorder.resume_at(start, model)
+        if isinstance(role, LocalTraining):
+            role.on_step = functools.partial(recorder.after_step, optimizer)
         latest = recorder.manager.latest()
         seconds = latest.metrics.get("train_seconds_total", 0.0) if latest and start else 0.0
         log.info("trainer %s: %d of %d ranks train, batch %d, %d steps per epoch per worker, checkpoints in %s",

@@ -85,7 +85,8 @@ def train_with_strategy(args: argparse.Namespace) -> int:
              train.rows, train.steps)
     started = fit_with_strategy(strategy, context, model, train, test, epochs=args.epochs,
                                 checkpoint_dir=args.checkpoint_dir, keep_checkpoints=args.keep_checkpoints,
-                                title=f"mnist ({args.strategy}, {who})", headline="val_accuracy")
+                                title=f"mnist ({args.strategy}, {who})", headline="val_accuracy",
+                                tensorboard_every_steps=args.tensorboard_every_steps)
     if started >= args.epochs and context.is_chief:
         log.info("the latest checkpoint already has %d of %d epochs: nothing to train", started, args.epochs)
     return 0

@@ -48,7 +48,8 @@ def train_horovod(args: argparse.Namespace) -> int:
     trained = fit_distributed(context, model, inputs, epochs=args.epochs, learning_rate=args.learning_rate,
                               warmup_epochs=args.warmup_epochs, checkpoint_dir=args.checkpoint_dir,
                               keep_checkpoints=args.keep_checkpoints, commit_every_batches=args.commit_every_batches,
-                              title=f"mnist (horovod, {context.size} ranks)", headline="val_accuracy")
+                              title=f"mnist (horovod, {context.size} ranks)", headline="val_accuracy",
+                              tensorboard_every_steps=args.tensorboard_every_steps)
     if trained.context.is_chief and trained.held_out is not None:
         log.info("held-out accuracy %.4f, loss %.4f", trained.held_out["accuracy"], trained.held_out["loss"])
     return 0

@@ -1,4 +1,5 @@
-"""Keras callbacks for rank 0: checkpoint, history and progress after every epoch, none of them blocking on I/O.
+"""Keras callbacks for rank 0: checkpoint, history, TensorBoard and progress after every epoch, none of them blocking
+on I/O.
 
 Give them to `model.fit` after `distributed.horovod_callbacks(...)` so the metrics they record are averaged over ranks.
 Keras numbers epochs from 0; these callbacks record completed epochs (1-based), which is also the `initial_epoch` to
@@ -6,8 +7,9 @@ resume from.
 
 With a `BackgroundWriter` (put it last in the callback list), the callbacks only copy what they need at the end of an
 epoch (the variables' values, the metrics) and hand the file writes, the plot and the Kubernetes status patch to its
-one thread, in order: history, then checkpoint, then progress (which names that checkpoint). Training goes on meanwhile;
-the writer waits for its work when training ends and raises a failed checkpoint save in the training thread. Progress
+one thread, in order: history, then TensorBoard, then checkpoint, then progress (which names that checkpoint). Every N
+steps the TensorBoard callback also reads the learning rate and hands its write over. Training goes on meanwhile; the
+writer waits for its work when training ends and raises a failed checkpoint save in the training thread. Progress
 is reported by time (`report_interval`), not every epoch, and the last epoch always. Without a writer every callback
 does its work in the training thread, as a crash test needs ("saved" means on disk). `chief_callbacks` builds the
 whole set rank 0 runs.
@@ -24,9 +26,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import tensorflow as tf
 
 from trainlib.checkpoints import Checkpoint, CheckpointManager
+from trainlib.cli import DEFAULT_TENSORBOARD_EVERY_STEPS
 from trainlib.distributed import WorkerContext
 from trainlib.history import HistoryLog
 from trainlib.progress import ProgressReporter
+from trainlib.tensorboard import TensorBoardLog, current_learning_rate, graph_of, is_due
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +139,47 @@ class HistoryCallback(tf.keras.callbacks.Callback):
         run_or_submit(self.writer, self.history.finish)
 
 
+class TensorBoardCallback(tf.keras.callbacks.Callback):
+    """Epoch metrics, the learning rate every `tensorboard.every_steps` steps and the model's graph into TensorBoard
+    event files (`trainlib.tensorboard`).
+
+    At the start of `fit` it reads the optimizer's step count; at the first start it also has the events after the
+    restored state dropped and the graph traced and written. Per batch it only counts; when a step is due it reads
+    the learning rate. Everything else runs on `writer`'s thread if given.
+    """
+
+    def __init__(self, tensorboard: TensorBoardLog, initial_epoch: int, writer: BackgroundWriter | None = None) -> None:
+        super().__init__()
+        self._supports_tf_logs = True
+        self.tensorboard = tensorboard
+        self.initial_epoch = initial_epoch
+        self.writer = writer
+        self._step = 0
+        self._started = False
+
+    def on_train_begin(self, logs: dict | None = None) -> None:
+        self._step = int(self.model.optimizer.iterations.numpy())
+        if self._started:
+            return
+        self._started = True
+        steps, epochs, model = self._step, self.initial_epoch, self.model
+        run_or_submit(self.writer, lambda: self.tensorboard.resume_at(epochs, steps))
+        run_or_submit(self.writer, lambda: self.tensorboard.graph(graph_of(model)))
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        self._step += 1
+        if is_due(self._step, self.tensorboard.every_steps):
+            step, rate = self._step, current_learning_rate(self.model.optimizer)
+            run_or_submit(self.writer, lambda: self.tensorboard.learning_rate(step, rate))
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        metrics = dict(logs or {})
+        run_or_submit(self.writer, lambda: self.tensorboard.epoch(epoch + 1, metrics))
+
+    def on_train_end(self, logs: dict | None = None) -> None:
+        run_or_submit(self.writer, self.tensorboard.flush)
+
+
 class ProgressCallback(tf.keras.callbacks.Callback):
     """Report epoch, step, metrics and the newest checkpoint to the DistributedTraining status.
 
@@ -186,16 +231,19 @@ class ProgressCallback(tf.keras.callbacks.Callback):
 
 def chief_callbacks(context: WorkerContext, manager: CheckpointManager, variables: Mapping[str, Sequence[tf.Variable]],
                     title: str, epochs: int, steps: int, initial_epoch: int, headline: str | None = None,
+                    tensorboard_every_steps: int = DEFAULT_TENSORBOARD_EVERY_STEPS,
                     ) -> list[tf.keras.callbacks.Callback]:
-    """Checkpoint after every epoch, then history (json; the plot by time), then progress in the job's status (by
-    time), all written on one background thread so that training never waits for a disk or the API server."""
+    """History after every epoch (json; the plot by time), then TensorBoard (the learning rate also every
+    `tensorboard_every_steps` steps), then the checkpoint, then progress in the job's status (by time), all written on
+    one background thread so that training never waits for a disk or the API server."""
     history = HistoryLog(manager.directory, title, plot_interval=PLOT_INTERVAL_SECONDS)
     history.resume_at(initial_epoch)
     writer = BackgroundWriter()
     checkpoints = CheckpointCallback(manager, variables, rank=context.rank, writer=writer)
-    # History before the checkpoint: a kill between the two leaves an epoch recorded but not saved, which the resume
-    # drops and trains again (HistoryLog.resume_at); the other order would lose the epoch from history for good.
-    return [HistoryCallback(history, writer), checkpoints,
+    tensorboard = TensorBoardLog(manager.directory, tensorboard_every_steps)
+    # History and TensorBoard before the checkpoint: a kill between them leaves an epoch recorded but not saved, which
+    # the resume drops and trains again (`resume_at`); the other order would lose the epoch from them for good.
+    return [HistoryCallback(history, writer), TensorBoardCallback(tensorboard, initial_epoch, writer), checkpoints,
             ProgressCallback(ProgressReporter.from_environment(headline=headline), epochs, steps, checkpoints, writer,
                              report_interval=REPORT_INTERVAL_SECONDS),
             writer]

@@ -20,6 +20,9 @@ EXIT_BAD_INPUT = 2
 # 5-9 ms (mostly its host-update broadcast), a batch of the small test configurations 5-13 ms; 50 keeps commits under
 # 2% of the time (see trainlib.elastic).
 DEFAULT_COMMIT_EVERY_BATCHES = 50
+# Rank 0 writes the learning rate to TensorBoard every this many optimizer steps: one read of the rate in the training
+# thread, the write on the background writer's thread (the epoch metrics go there after every epoch).
+DEFAULT_TENSORBOARD_EVERY_STEPS = 50
 
 
 def quiet_tensorflow() -> None:
@@ -71,8 +74,8 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, epochs: int, batch_
     parser.add_argument("--data-dir", default=default_data_dir(),
                         help="directory holding the HDF5 files (default: $KUBETRAIN_DATA_DIR, else /data)")
     parser.add_argument("--checkpoint-dir", default=None,
-                        help="where rank 0 writes checkpoints, history.json and history.png "
-                             "(default: $KUBETRAIN_CHECKPOINT_DIR, else ./runs/<program>)")
+                        help="where rank 0 writes checkpoints, history.json, history.png and TensorBoard's event "
+                             "files (tensorboard/) (default: $KUBETRAIN_CHECKPOINT_DIR, else ./runs/<program>)")
     parser.add_argument("--keep-checkpoints", type=positive_int, default=3,
                         help="how many of the newest checkpoints to keep (default: 3)")
     parser.add_argument("--epochs", type=positive_int, default=epochs, help=f"epochs to train (default: {epochs})")
@@ -84,6 +87,9 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, epochs: int, batch_
                         help="epochs over which the learning rate ramps from the one-rank value to the scaled one "
                              f"(default: {warmup_epochs})")
     parser.add_argument("--seed", type=int, default=None, help="random seed (default: none, every run differs)")
+    parser.add_argument("--tensorboard-every-steps", type=non_negative_int, default=DEFAULT_TENSORBOARD_EVERY_STEPS,
+                        help="rank 0 writes the learning rate to TensorBoard every N optimizer steps, besides every "
+                             f"epoch's metrics (0: never; default: {DEFAULT_TENSORBOARD_EVERY_STEPS})")
 
 
 def add_elastic_arguments(parser: argparse.ArgumentParser) -> None:

@@ -2,18 +2,21 @@
 
 - `warmup_learning_rate`, `warmup_fraction`: Horovod's warm-up (`LearningRateWarmupCallback`'s formula) as pure
   functions of progress.
-- `EpochRecorder`: rank 0's end-of-epoch work in one call: checkpoint, `history.json`/`history.png`, status progress,
-  written on a background thread (as the Keras programs' callbacks do) so the next epoch does not wait for them.
+- `EpochRecorder`: rank 0's end-of-epoch work in one call: checkpoint, `history.json`/`history.png`, TensorBoard's
+  event files, status progress, written on a background thread (as the Keras programs' callbacks do) so the next
+  epoch does not wait for them; and `after_step`, which every N steps hands TensorBoard the learning rate.
 
 Typical loop::
 
     variables = {"model": model.weights, "optimizer": optimizer.variables()}
-    recorder = EpochRecorder.for_rank(context, checkpoint_dir, keep, title, epochs, steps_per_epoch)
+    recorder = EpochRecorder.for_rank(context, checkpoint_dir, keep, title, epochs, steps_per_epoch,
+                                      tensorboard_every_steps=args.tensorboard_every_steps)
     start = restore_and_broadcast(context, recorder.manager if recorder else None, variables)
     if recorder:
-        recorder.resume_at(start)
+        recorder.resume_at(start, model)     # also writes the model's graph to TensorBoard
     for epoch in range(start + 1, epochs + 1):   # 1-based, as checkpoints count completed epochs
-        ... train, evaluate, average metrics over ranks ...
+        ... train (after every optimizer step: if recorder: recorder.after_step(optimizer)),
+        ... evaluate, average metrics over ranks ...
         if recorder:
             recorder.record(epoch, metrics, variables)
     if recorder:
@@ -30,9 +33,11 @@ import tensorflow as tf
 
 from trainlib.callbacks import PLOT_INTERVAL_SECONDS, BackgroundWriter, run_or_submit
 from trainlib.checkpoints import Checkpoint, CheckpointManager
+from trainlib.cli import DEFAULT_TENSORBOARD_EVERY_STEPS
 from trainlib.distributed import WorkerContext
 from trainlib.history import HistoryLog
 from trainlib.progress import ProgressReporter
+from trainlib.tensorboard import TensorBoardLog, current_learning_rate, graph_of, is_due
 
 log = logging.getLogger(__name__)
 
@@ -52,14 +57,16 @@ def warmup_learning_rate(target: float, size: int, epochs_done: float, warmup_ep
 
 
 class EpochRecorder:
-    """Rank 0's checkpoint manager, history log and progress reporter, driven once per completed epoch.
+    """Rank 0's checkpoint manager, history log, TensorBoard log and progress reporter, driven once per completed
+    epoch (and `after_step` once per optimizer step).
 
     With a `writer`, `record` copies the variables and leaves the writing to the writer's thread (in order); without,
     it writes before returning. Call `finish` once training ends.
     """
 
     def __init__(self, manager: CheckpointManager, history: HistoryLog, reporter: ProgressReporter, epochs: int,
-                 steps_per_epoch: int, rank: int = 0, writer: BackgroundWriter | None = None) -> None:
+                 steps_per_epoch: int, rank: int = 0, writer: BackgroundWriter | None = None,
+                 tensorboard: TensorBoardLog | None = None) -> None:
         self.manager = manager
         self.history = history
         self.reporter = reporter
@@ -67,12 +74,14 @@ class EpochRecorder:
         self.steps_per_epoch = steps_per_epoch
         self.rank = rank
         self.writer = writer
+        self.tensorboard = tensorboard
         self.last: Checkpoint | None = None
+        self.steps = 0  # optimizer steps taken, counted from the restored state
 
     @classmethod
     def for_rank(cls, context: WorkerContext, checkpoint_dir: str, keep: int, title: str, epochs: int,
                  steps_per_epoch: int, reporter: ProgressReporter | None = None, headline: str | None = None,
-                 ) -> EpochRecorder | None:
+                 tensorboard_every_steps: int = DEFAULT_TENSORBOARD_EVERY_STEPS) -> EpochRecorder | None:
         """The recorder on rank 0, writing on a background thread; None on every other rank (they never touch the
         checkpoint directory)."""
         if not context.is_chief:
@@ -80,11 +89,30 @@ class EpochRecorder:
         return cls(CheckpointManager(checkpoint_dir, keep),
                    HistoryLog(checkpoint_dir, title, plot_interval=PLOT_INTERVAL_SECONDS),
                    reporter or ProgressReporter.from_environment(headline=headline), epochs, steps_per_epoch,
-                   context.rank, BackgroundWriter())
+                   context.rank, BackgroundWriter(), TensorBoardLog(checkpoint_dir, tensorboard_every_steps))
 
-    def resume_at(self, epochs_done: int) -> None:
-        """Drop history records newer than the restored checkpoint."""
+    def resume_at(self, epochs_done: int, model: tf.keras.Model | None = None,
+                  inputs: Sequence[tf.TensorSpec] | None = None) -> None:
+        """Drop history records and TensorBoard events newer than the restored checkpoint (its steps are
+        `epochs_done` whole epochs); with `model`, write its graph for `inputs` (default: its own) to TensorBoard
+        (traced on the writer's thread)."""
         self.history.resume_at(epochs_done)
+        self.steps = epochs_done * self.steps_per_epoch
+        tensorboard, steps = self.tensorboard, self.steps
+        if tensorboard is None:
+            return
+        run_or_submit(self.writer, lambda: tensorboard.resume_at(epochs_done, steps))
+        if model is not None:
+            run_or_submit(self.writer, lambda: tensorboard.graph(graph_of(model, inputs)))
+
+    def after_step(self, optimizer: tf.keras.optimizers.legacy.Optimizer) -> None:
+        """Count an optimizer step; every `tensorboard.every_steps` steps read the learning rate now and hand it to
+        TensorBoard."""
+        self.steps += 1
+        tensorboard, step = self.tensorboard, self.steps
+        if tensorboard is not None and is_due(step, tensorboard.every_steps):
+            rate = current_learning_rate(optimizer)
+            run_or_submit(self.writer, lambda: tensorboard.learning_rate(step, rate))
 
     def record(self, epoch: int, metrics: Mapping[str, float],
                variables: Mapping[str, Sequence[tf.Variable]]) -> None:
@@ -98,6 +126,8 @@ class EpochRecorder:
     def _write(self, epoch: int, metrics: dict[str, float], state: dict[str, list[np.ndarray]],
                names: dict[str, list[str]]) -> None:
         self.history.append(epoch, metrics)  # first: a kill before the save only makes the resume train it again
+        if self.tensorboard is not None:
+            self.tensorboard.epoch(epoch, metrics)
         self.last = self.manager.save(epoch, state, metrics, names=names, rank=self.rank)
         log.info("epoch %d/%d: %s; saved %s", epoch, self.epochs,
                  ", ".join(f"{key} {float(value):.4g}" for key, value in metrics.items()), self.last.path)
@@ -108,6 +138,8 @@ class EpochRecorder:
         """Draw the history's last curve, wait for every write, raise the first failure; returns the newest
         checkpoint saved."""
         run_or_submit(self.writer, self.history.finish)
+        if self.tensorboard is not None:
+            run_or_submit(self.writer, self.tensorboard.close)
         if self.writer is not None:
             self.writer.flush()
         return self.last

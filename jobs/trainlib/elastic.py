@@ -36,7 +36,7 @@ import tensorflow as tf
 from trainlib import distributed
 from trainlib.callbacks import BackgroundWriter, chief_callbacks
 from trainlib.checkpoints import CheckpointManager
-from trainlib.cli import setup_logging
+from trainlib.cli import DEFAULT_TENSORBOARD_EVERY_STEPS, setup_logging
 from trainlib.distributed import WorkerContext
 from trainlib.hdf5_input import RankInput
 from trainlib.resume import keras_state, restore_latest
@@ -138,6 +138,7 @@ def run_elastic(train: Callable[[Any], T], state: Any) -> T:
 def fit_elastic(model: tf.keras.Model, inputs: InputFactory, finish: Callable[[WorkerContext, RankInput | None], T],
                 *, epochs: int, learning_rate: float, warmup_epochs: int, checkpoint_dir: str, keep_checkpoints: int,
                 title: str, commit_every_batches: int, headline: str | None = None,
+                tensorboard_every_steps: int = DEFAULT_TENSORBOARD_EVERY_STEPS,
                 extra_callbacks: Sequence[tf.keras.callbacks.Callback] = ()) -> T:
     """Train from the latest checkpoint (or the last commit, after a reset) up to `epochs`, then return
     `finish(context, validation)`, which runs in the elastic function too (a held-out evaluation survives a reset).
@@ -168,7 +169,7 @@ def fit_elastic(model: tf.keras.Model, inputs: InputFactory, finish: Callable[[W
         chief: list[tf.keras.callbacks.Callback] = []
         if context.is_chief:
             chief = chief_callbacks(context, CheckpointManager(checkpoint_dir, keep_checkpoints), variables, title,
-                                    epochs, train_input.steps, state.epoch, headline)
+                                    epochs, train_input.steps, state.epoch, headline, tensorboard_every_steps)
         common = distributed.horovod_callbacks(distributed.scaled_learning_rate(learning_rate, context.size),
                                                warmup_epochs, train_input.steps)
         commit = hvd.elastic.CommitStateCallback(state, batches_per_commit=commit_every_batches)

@@ -1,5 +1,5 @@
 """The whole Keras training run every Keras program shares, resumed from the latest checkpoint, with the chief's
-checkpoint, history and progress callbacks.
+checkpoint, history, TensorBoard and progress callbacks.
 
 `fit_distributed` (Horovod): rank 0 restores and broadcasts; the Horovod callbacks run first; the model must be
 compiled with `distributed.distributed_optimizer(...)`. Under elastic Horovod it hands over to `elastic.fit_elastic`.
@@ -18,7 +18,7 @@ import tensorflow as tf
 from trainlib import distributed
 from trainlib.callbacks import chief_callbacks
 from trainlib.checkpoints import CheckpointManager
-from trainlib.cli import DEFAULT_COMMIT_EVERY_BATCHES
+from trainlib.cli import DEFAULT_COMMIT_EVERY_BATCHES, DEFAULT_TENSORBOARD_EVERY_STEPS
 from trainlib.distributed import WorkerContext, horovod_callbacks
 from trainlib.elastic import InputFactory, fit_elastic
 from trainlib.hdf5_input import RankInput
@@ -53,6 +53,7 @@ def evaluate_held_out(context: WorkerContext, model: tf.keras.Model, validation:
 def fit_distributed(context: WorkerContext, model: tf.keras.Model, inputs: InputFactory, *, epochs: int,
                     learning_rate: float, warmup_epochs: int, checkpoint_dir: str, keep_checkpoints: int, title: str,
                     commit_every_batches: int = DEFAULT_COMMIT_EVERY_BATCHES, headline: str | None = None,
+                    tensorboard_every_steps: int = DEFAULT_TENSORBOARD_EVERY_STEPS,
                     extra_callbacks: Sequence[tf.keras.callbacks.Callback] = ()) -> Trained:
     """Train from the latest checkpoint up to `epochs`, then evaluate on the held-out input.
 
@@ -61,13 +62,14 @@ def fit_distributed(context: WorkerContext, model: tf.keras.Model, inputs: Input
     `checkpoint_dir`. Validation (if given) runs on every rank over its own block of the held-out data; the reported
     `val_*` metrics are averaged over ranks. Elastic runs (`distributed.is_elastic()`) commit every
     `commit_every_batches` batches, see `elastic.fit_elastic`. `headline` names the metric the job's status shows.
+    Rank 0 writes the learning rate to TensorBoard every `tensorboard_every_steps` steps (`trainlib.tensorboard`).
     """
     if distributed.is_elastic():
         return fit_elastic(model, inputs, lambda now, validation: evaluate_held_out(now, model, validation),
                            epochs=epochs, learning_rate=learning_rate, warmup_epochs=warmup_epochs,
                            checkpoint_dir=checkpoint_dir, keep_checkpoints=keep_checkpoints, title=title,
                            commit_every_batches=commit_every_batches, headline=headline,
-                           extra_callbacks=extra_callbacks)
+                           tensorboard_every_steps=tensorboard_every_steps, extra_callbacks=extra_callbacks)
     train, validation = inputs(context)
     manager = CheckpointManager(checkpoint_dir, keep_checkpoints) if context.is_chief else None
     variables = keras_state(model)
@@ -80,14 +82,16 @@ def fit_distributed(context: WorkerContext, model: tf.keras.Model, inputs: Input
     callbacks: list[tf.keras.callbacks.Callback] = horovod_callbacks(initial_lr, warmup_epochs, train.steps)
     callbacks.extend(extra_callbacks)
     if manager is not None:
-        callbacks += chief_callbacks(context, manager, variables, title, epochs, train.steps, initial_epoch, headline)
+        callbacks += chief_callbacks(context, manager, variables, title, epochs, train.steps, initial_epoch, headline,
+                                     tensorboard_every_steps)
     _fit(context, model, train, validation, epochs, initial_epoch, callbacks)
     return evaluate_held_out(context, model, validation)
 
 
 def fit_with_strategy(strategy: tf.distribute.Strategy, context: WorkerContext, model: tf.keras.Model,
                       train: RankInput, validation: RankInput | None, *, epochs: int, checkpoint_dir: str,
-                      keep_checkpoints: int, title: str, headline: str | None = None) -> int:
+                      keep_checkpoints: int, title: str, headline: str | None = None,
+                      tensorboard_every_steps: int = DEFAULT_TENSORBOARD_EVERY_STEPS) -> int:
     """`fit_distributed` for a model compiled under `strategy.scope()`: every worker reads the latest checkpoint from
     the shared `checkpoint_dir`; the chief alone writes. Returns the epoch training started from."""
     manager = CheckpointManager(checkpoint_dir, keep_checkpoints)
@@ -96,8 +100,8 @@ def fit_with_strategy(strategy: tf.distribute.Strategy, context: WorkerContext, 
     initial_epoch = restore_latest(manager, variables, context)
     if initial_epoch >= epochs:
         return initial_epoch
-    callbacks = (chief_callbacks(context, manager, variables, title, epochs, train.steps, initial_epoch, headline)
-                 if context.is_chief else [])
+    callbacks = (chief_callbacks(context, manager, variables, title, epochs, train.steps, initial_epoch, headline,
+                                 tensorboard_every_steps) if context.is_chief else [])
     _fit(context, model, train, validation, epochs, initial_epoch, callbacks)
     return initial_epoch
 

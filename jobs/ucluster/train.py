@@ -13,9 +13,10 @@ learning-rate and batch-norm schedules are built for one number of ranks (sample
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -84,8 +85,10 @@ def build_optimizer(args: argparse.Namespace, size: int, steps_per_epoch: int) -
     return distributed.distributed_optimizer(optimizer)
 
 
-def train_epoch(steps: UClusterSteps, train: RankInput, full: bool, alpha: float, num_clusters: int) -> dict:
-    """One pass over this rank's block; metrics averaged over ranks (cluster counts summed)."""
+def train_epoch(steps: UClusterSteps, train: RankInput, full: bool, alpha: float, num_clusters: int,
+                after_step: Callable[[], None] | None = None) -> dict:
+    """One pass over this rank's block; metrics averaged over ranks (cluster counts summed). `after_step` runs after
+    every optimizer step (rank 0's TensorBoard learning rate)."""
     class_sum = kmeans_sum = 0.0
     counts = np.zeros((num_clusters, num_clusters), dtype=np.int64)
     for points, classes, clusters in train.dataset.take(train.steps):
@@ -96,6 +99,8 @@ def train_epoch(steps: UClusterSteps, train: RankInput, full: bool, alpha: float
         else:
             class_loss = steps.pretrain_step(points, classes)
         class_sum += float(class_loss)
+        if after_step is not None:
+            after_step()
     means = distributed.allreduce_mean(np.array([class_sum, kmeans_sum]) / train.steps)
     metrics = {"class_loss": float(means[0])}
     if full:
@@ -136,10 +141,13 @@ def train(args: argparse.Namespace) -> int:
                           decay_step=args.decay_step, weight_decay=args.wd, focal_gamma=args.focal_gamma)
     variables = {"model": list(model.weights), "optimizer": list(optimizer.variables())}
     recorder = EpochRecorder.for_rank(context, checkpoint_dir, args.keep_checkpoints, "UCluster", args.epochs,
-                                      inputs.train.steps, headline="val_cluster_accuracy")
+                                      inputs.train.steps, headline="val_cluster_accuracy",
+                                      tensorboard_every_steps=args.tensorboard_every_steps)
     start = restore_and_broadcast(context, recorder.manager if recorder else None, variables)
+    after_step: Callable[[], None] | None = None
     if recorder:
-        recorder.resume_at(start)
+        recorder.resume_at(start, model, [tf.TensorSpec((None, config.num_points, config.num_features), tf.float32)])
+        after_step = functools.partial(recorder.after_step, optimizer)
         log.info("%d ranks, %d training steps per epoch, %d trainable weights, checkpoints in %s", context.size,
                  inputs.train.steps, sum(int(np.prod(v.shape)) for v in model.trainable_variables), checkpoint_dir)
 
@@ -150,7 +158,7 @@ def train(args: argparse.Namespace) -> int:
         began = time.monotonic()
         full = epoch > pretrain
         alpha = alpha_for_epoch(epoch - 1, pretrain) if full else 0.0
-        metrics = train_epoch(steps, inputs.train, full, alpha, config.num_clusters)
+        metrics = train_epoch(steps, inputs.train, full, alpha, config.num_clusters, after_step)
         if epoch == pretrain:
             initialise_centroids(context, steps, inputs.train_for_kmeans, args.kmeans_samples, args.seed)
         eval_alpha = alpha if full else 2.0

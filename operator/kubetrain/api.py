@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubetrain.contract import CONTAINER_NAMES, ENTRYPOINTS_IMAGE, KIND
+from kubetrain.contract import CONTAINER_NAMES, ENTRYPOINTS_IMAGE, KIND, TENSORBOARD_CONTAINER
 from kubetrain.failure_policy import DEFAULT_RULES, ExitCodes, Rule
 from kubetrain.kueue import PRIORITY_LABEL, QUEUE_LABEL
 from kubetrain.validation import defaulted, violations
@@ -105,6 +105,7 @@ class JobSpec:
     run_as_user: int
     elastic: Elastic | None
     checkpoint_resume: str = "Always"  # spec.checkpoint.resume: Always, SameJob or Never
+    tensorboard: bool = False  # spec.tensorboard.enabled: a TensorBoard container where rank 0 runs
 
     @property
     def num_processes(self) -> int:
@@ -227,7 +228,21 @@ def _parse_spec(spec: Mapping[str, Any]) -> JobSpec:
         run_as_user=spec["runAsUser"],
         elastic=Elastic(elastic["minWorkers"], elastic["maxWorkers"]) if elastic else None,
         checkpoint_resume=spec["checkpoint"]["resume"],
+        tensorboard=_parse_tensorboard(spec["tensorboard"], spec.get("podTemplate")),
     )
+
+
+def _parse_tensorboard(raw: Mapping[str, Any], template: Any) -> bool:
+    """spec.tensorboard.enabled; kubetrain's TensorBoard container then takes its name in the rank-0 pod."""
+    enabled = bool(raw["enabled"])
+    pod_spec = _mapping(_mapping(template, "spec.podTemplate").get("spec"), "spec.podTemplate.spec")
+    for key in ("containers", "initContainers"):
+        for index, entry in enumerate(pod_spec.get(key) or []):
+            if enabled and isinstance(entry, Mapping) and entry.get("name") == TENSORBOARD_CONTAINER:
+                raise SpecError(f"spec.podTemplate.spec.{key}[{index}].name",
+                                f"{TENSORBOARD_CONTAINER!r} is the name of kubetrain's TensorBoard container "
+                                "(spec.tensorboard.enabled: true); choose another")
+    return enabled
 
 
 def _volume(raw: Mapping[str, Any], read_only: bool) -> Volume:

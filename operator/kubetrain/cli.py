@@ -19,16 +19,19 @@
       the launcher's output of the current attempt (mpirun's or horovodrun's: every rank's lines), or of attempt N
       (numbered as status.attempt, from 0), which the operator keeps when an attempt fails; with --rank R only the
       lines tagged as rank R's; with -f, then the output as it comes, across restarts, until the job finishes
+  kubetrain tensorboard NAME [--namespace NS] [--port PORT]
+      forward PORT (default 6006) of this machine to the TensorBoard of the job's rank-0 pod (spec.tensorboard) with
+      `kubectl port-forward`, print its URL, and keep forwarding until Ctrl-C
   kubetrain version
       this kubetrain's version and the API version of the DistributedTraining it reads and writes
 
-  status, wait and logs take the namespace of the kubeconfig's current context, as kubectl does (in a pod: the pod's
-  own), else default. They follow the job with a Kubernetes watch, not by polling.
+  status, wait, logs and tensorboard take the namespace of the kubeconfig's current context, as kubectl does (in a
+  pod: the pod's own), else default. status, wait and logs -f follow the job with a Kubernetes watch, not by polling.
 
 Exit codes: 0 when the job Succeeded (or status or logs showed it), 1 when it Failed, 2 for a usage error, a job.yaml
-the operator would reject (the field is named), a job that does not exist, a cluster that cannot be reached, or
-launcher output that is not there (not started yet, an attempt not kept, a log that cannot be read), 124 when wait's
---timeout passed. Every error is one line on stderr.
+the operator would reject (the field is named), a job that does not exist, a cluster that cannot be reached, launcher
+output that is not there (not started yet, an attempt not kept, a log that cannot be read) or no TensorBoard to
+forward to, 124 when wait's --timeout passed, 130 after Ctrl-C. Every error is one line on stderr.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from kubetrain.manifests.launcher import build_launcher_job
 from kubetrain.manifests.pods import build_worker_pod, build_worker_pod_group
 from kubetrain.manifests.service import build_ready_endpoints, build_ready_service, build_service
 from kubetrain.manifests.ssh import build_ssh_secret
+from kubetrain.tensorboard_target import DEFAULT_LOCAL_PORT
 
 EXIT_USAGE = follow.EXIT_USAGE
 EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports it
@@ -180,6 +184,17 @@ def build_parser() -> argparse.ArgumentParser:
                       f"keeps the last {KEPT_ATTEMPTS} failed attempts' (default: the current attempt)")
     logs.add_argument("--rank", type=count, default=None, metavar="R",
                       help="only the lines rank R wrote (those the MPI's launcher tags with its rank)")
+    tensorboard = commands.add_parser(
+        "tensorboard",
+        help="open a DistributedTraining's TensorBoard on this machine (spec.tensorboard)",
+        description="Forward a port of this machine to the TensorBoard of the job's rank-0 pod (kubectl "
+        "port-forward), print its URL, and keep forwarding until Ctrl-C. The job needs spec.tensorboard: "
+        "{enabled: true}.",
+    )
+    tensorboard.add_argument("name", help="the DistributedTraining's name")
+    tensorboard.add_argument("--namespace", "-n", default=None, help=NAMESPACE_HELP)
+    tensorboard.add_argument("--port", type=port, default=DEFAULT_LOCAL_PORT,
+                             help=f"the port of this machine (127.0.0.1) to forward (default: {DEFAULT_LOCAL_PORT})")
 
     commands.add_parser("version", help="print kubetrain's version", description="Print kubetrain's version and the "
                         "API version of the DistributedTraining it reads and writes.")
@@ -209,9 +224,20 @@ def count(text: str) -> int:
     return int(text)
 
 
+def port(text: str) -> int:
+    """A TCP port from 1 to 65535 (argparse's type for --port)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be from 1 to 65535: {text!r}")
+    return value
+
+
 def cluster_command(args: argparse.Namespace) -> int:
-    """`status`, `wait` and `logs`: the cluster kubectl would use, the namespace it would default to."""
-    from kubetrain import follow_loop, logs_loop
+    """`status`, `wait`, `logs` and `tensorboard`: the cluster kubectl would use, the namespace it would default to."""
+    from kubetrain import follow_loop, logs_loop, tensorboard_forward
     from kubetrain.kube import ClusterError, connect  # only these subcommands need a cluster
 
     try:
@@ -221,6 +247,8 @@ def cluster_command(args: argparse.Namespace) -> int:
             return logs_loop.show_logs(cluster, namespace, args.name, args.attempt, args.rank, args.follow)
         if args.command == "wait":
             return follow_loop.wait_for(cluster, namespace, args.name, args.timeout)
+        if args.command == "tensorboard":
+            return tensorboard_forward.serve(cluster, namespace, args.name, args.port)
         return follow_loop.show_status(cluster, namespace, args.name, watch=args.watch)
     except ClusterError as failure:
         follow_loop.error(str(failure))
@@ -243,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"arguments after -- are only for `kubetrain run`: {' '.join(extra_args)}")
     if args.command == "logs" and args.follow and args.attempt is not None:
         parser.error("--attempt shows an attempt that ended; -f follows the current one: use one of them")
-    if args.command in ("status", "wait", "logs"):
+    if args.command in ("status", "wait", "logs", "tensorboard"):
         return cluster_command(args)
     if args.command == "version":
         sys.stdout.write(version_text())

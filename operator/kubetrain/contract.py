@@ -21,6 +21,12 @@ ROLE_ATTEMPT_LOG = "attempt-log"  # the ConfigMap that keeps a failed attempt's 
 # Each pod's main container is named for its role: a podTemplate entry of that name changes that pod only.
 CONTAINER_NAMES = (ROLE_WORKER, ROLE_LAUNCHER)
 
+# spec.tensorboard: the container the pod where rank 0 runs gets, and its named port (`kubetrain tensorboard` forwards
+# a port of this machine to it).
+TENSORBOARD_CONTAINER = "tensorboard"
+TENSORBOARD_PORT_NAME = "tensorboard"
+TENSORBOARD_PORT = 6006
+
 # The image an init container copies the entrypoints from (images/entrypoints), tagged with the chart's appVersion;
 # the chart's entrypoints.image sets another (KUBETRAIN_ENTRYPOINTS_IMAGE), e.g. a mirror.
 ENTRYPOINTS_IMAGE = "kubetrain/entrypoints:0.1.0"

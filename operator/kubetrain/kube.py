@@ -1,7 +1,7 @@
 """The one module that talks to the Kubernetes API (official client): idempotent writes, events, the few reads no
 cache serves (the owner of a child that already exists, a failed launcher's log), and the command line's cluster: its
-kubeconfig, its default namespace, the watch `kubetrain status --watch` and `kubetrain wait` follow, and the launcher
-output `kubetrain logs` reads."""
+kubeconfig, its default namespace, the watch `kubetrain status --watch` and `kubetrain wait` follow, the launcher
+output `kubetrain logs` reads and the pods `kubetrain tensorboard` looks for."""
 
 from __future__ import annotations
 
@@ -358,6 +358,16 @@ def list_trainings(cluster: Cluster, namespace: str) -> list[dict[str, Any]]:
         listing = cast(dict[str, Any], objects.list_namespaced_custom_object(
             GROUP, VERSION, namespace, PLURAL, _request_timeout=(CONNECT_SECONDS, WATCH_SLACK_SECONDS)))
     return [dict(item) for item in listing.get("items") or []]
+
+
+def list_job_pods(cluster: Cluster, namespace: str, name: str) -> list[dict[str, Any]]:
+    """Every pod labelled as the job's (every role and attempt), as the API server returns them."""
+    pods = client.CoreV1Api(cluster.api_client)
+    with _answers(cluster):
+        response: Any = pods.list_namespaced_pod(  # the raw response (_preload_content=False): plain JSON
+            namespace, label_selector=f"{LABEL_JOB}={name}", _preload_content=False,
+            _request_timeout=(CONNECT_SECONDS, WATCH_SLACK_SECONDS))
+    return [dict(item) for item in orjson.loads(response.data).get("items") or []]
 
 
 def create_training(cluster: Cluster, body: Mapping[str, Any]) -> dict[str, Any]:

@@ -179,6 +179,15 @@ NOT_RUN = {
     "kubetrain logs NAME -f": f"{PLACEHOLDER}; {KIND_CLUSTER} (test_restart_and_the_logs_of_both_attempts)",
     "kubetrain run --local": MENTION,
     "kubetrain status NAME --watch": PLACEHOLDER,
+    "kubetrain tensorboard cifar-mixup":
+        "forwards to a job's pod in a Kubernetes cluster: the kind tier's test_tensorboard (tests/e2e/test_kind.py) "
+        "runs `kubetrain tensorboard <its job> --port <a free port>` and reads the job's scalars through it; "
+        "tests/unit/operator/test_tensorboard_command.py runs its errors",
+    "kubetrain tensorboard": MENTION,
+    "kubetrain tensorboard NAME": PLACEHOLDER,
+    "kubetrain render": MENTION,
+    "kubectl port-forward": MENTION,
+    "kubectl logs": MENTION,
     "kubetrain wait NAME [--timeout SECONDS]": PLACEHOLDER,
     ".venv/bin/python -m tests.jobs.soak --runs 50":
         "every kill-and-resume case 50 times, about 5 hours here; `python -m tests.jobs.soak --help` runs here and "

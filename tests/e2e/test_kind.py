@@ -1,7 +1,8 @@
 """The user's path on a kind cluster, one test per scenario, in this order: the README's kind quick start run as
 written (cluster, registry, images pushed, chart, volumes, a cifar_mixup job to Succeeded, its curve), a user's own
-image, a restart after a lost worker, `kubetrain logs` of a restarted job, an elastic job that loses a worker and
-grows by `kubectl scale` without restarting, a missing image, delete, upgrade, uninstall.
+image, a restart after a lost worker with `kubetrain logs` of both its attempts, an elastic job that loses a worker
+and grows by `kubectl scale` without restarting, a job's TensorBoard opened with `kubetrain tensorboard`, a missing
+image, delete, upgrade, uninstall.
 
 Every test runs on the quick start's cluster (conftest.py), so `-k restart` runs the quick start first. The cluster is
 made from the kind and node image tests/e2e/kind-node/build.sh made on this machine (`make test` builds them), else
@@ -13,8 +14,12 @@ from __future__ import annotations
 
 import json
 import re
+import signal
+import socket
 import subprocess
 import sys
+import urllib.parse
+import urllib.request
 from datetime import datetime
 from typing import Any
 
@@ -47,6 +52,7 @@ from tests.support.kind_manifests import (
     own_image,
     read_checkpoints,
     trained_epochs,
+    with_tensorboard,
 )
 from tests.support.programs import TAG
 
@@ -177,6 +183,73 @@ def test_elastic(jobs: Jobs) -> None:
     assert any(ranks == 3 for ranks, _ in starts), f"{name} never trained with 3 ranks: {starts}"
     assert min(after_loss) >= epoch, f"{name} went back before epoch {epoch} after the loss: {starts}"
     LOG.info("the replacement trained %s s after it was Ready", seconds_to_train_again(log, ready_at))
+
+
+def test_tensorboard(jobs: Jobs, installed: KindCluster) -> None:
+    """A job with spec.tensorboard: its worker 0 gets the tensorboard container, `kubetrain tensorboard NAME --port P`
+    prints the URL, and TensorBoard's HTTP API answers through it while the job trains: the run's tags, and the
+    epoch's val_accuracy the status reports. Ctrl-C ends the forward (exit 130)."""
+    name = "cifar-mixup-tensorboard"
+    jobs.apply(with_tensorboard(cifar_mixup(name, 20)))  # long enough to be read while it trains
+    try:
+        # two epochs: the learning rate is written every 50 steps, and an epoch of the digits has about 45
+        jobs.wait_for(name, "2 reported epochs", lambda status: True if (field(status, "progress.epoch") or 0) >= 2
+                      else None)
+        pod = installed.get("pod", worker_name(name, 0))
+        assert [c["name"] for c in pod["spec"]["initContainers"]] == ["kubetrain-entrypoints", "tensorboard"], \
+            f"{worker_name(name, 0)} has no tensorboard container: {pod['spec']['initContainers']}"
+        port = free_port()
+        forward = subprocess.Popen([sys.executable, "-m", "kubetrain.cli", "tensorboard", name, "--namespace",
+                                    NAMESPACE, "--port", str(port)], env=installed.env(), stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)
+        try:
+            assert forward.stdout is not None
+            line = forward.stdout.readline()
+            LOG.info("kubetrain tensorboard printed: %s", line.strip())
+            url = f"http://127.0.0.1:{port}/"
+            assert line.endswith(f"{url}  (Ctrl-C stops)\n"), f"kubetrain tensorboard printed {line!r}"
+            tags = read_json(f"{url}data/plugin/scalars/tags")
+            assert {"epoch/loss", "epoch/val_accuracy", "step/learning_rate"} <= set(tags.get("tensorboard", {})), tags
+            status = jobs.status(name)
+            assert status.get("phase") == RUNNING, f"{name} is {status.get('phase')}: TensorBoard was read too late"
+            reported = field(status, "progress.epoch")
+            accuracy = field(status, "progress.metrics")["val_accuracy"]
+            query = urllib.parse.urlencode({"run": "tensorboard", "tag": "epoch/val_accuracy"})
+
+            def shown() -> dict[int, float] | None:  # TensorBoard reads the files again every 5 s
+                found = {step: value for _, step, value in read_json(f"{url}data/plugin/scalars/scalars?{query}")}
+                return found if reported in found else None
+
+            points = poll(shown, 60, f"TensorBoard to show epoch {reported}", lambda: "it shows fewer epochs")
+            LOG.info("epoch %d reported; TensorBoard's val_accuracy by epoch: %s", reported, points)
+            assert points.get(reported) == pytest.approx(accuracy, rel=1e-6), \
+                f"TensorBoard shows val_accuracy {points} where the status reports {accuracy} at epoch {reported}"
+        finally:
+            forward.send_signal(signal.SIGINT)
+            _, stderr = forward.communicate(timeout=30)
+        assert forward.returncode == 130, f"kubetrain tensorboard exited {forward.returncode} on Ctrl-C: {stderr}"
+    finally:
+        installed.kubectl("delete", "distributedtraining", name, "--namespace", NAMESPACE, "--wait=false")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def read_json(url: str) -> Any:
+    """TensorBoard's answer at `url`, retried while it is still loading the event files."""
+
+    def answer() -> Any:
+        try:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                found = json.loads(response.read())
+        except OSError:
+            return None
+        return found or None
+
+    return poll(answer, 120, f"TensorBoard to answer at {url}", lambda: "no answer")
 
 
 def test_missing_image(jobs: Jobs) -> None:

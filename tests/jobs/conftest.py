@@ -13,10 +13,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.util.tensor_util import make_ndarray
 
 from kubetrain.contract import OPEN_MPI_ENV
 from tests.support.hung import hung_report, stop_hung
@@ -169,6 +172,30 @@ def kill_when(process: subprocess.Popen, ready: Callable[[], bool], marker: str,
     raise AssertionError(f"ranks still alive after kill: {processes_mentioning(marker)}")
 
 
+@dataclass(frozen=True)
+class TensorBoardRun:
+    """What TensorBoard reads from a run's `tensorboard/` folder: each scalar tag's values by step, whether it holds a
+    graph, and the pids that wrote its event files (`events.out.tfevents.<time>.<host>.<pid>.<n>.v2`)."""
+
+    scalars: dict[str, dict[int, float]]
+    graph: bool
+    writers: set[int]
+
+    def epochs(self, metric: str) -> dict[int, float]:
+        return self.scalars.get(f"epoch/{metric}", {})
+
+
+def tensorboard_run(checkpoint_dir: Path) -> TensorBoardRun:
+    """The event files of `<checkpoint_dir>/tensorboard`, read with TensorBoard's own reader (EventAccumulator)."""
+    folder = checkpoint_dir / "tensorboard"
+    events = EventAccumulator(str(folder), size_guidance={"tensors": 0})
+    events.Reload()
+    scalars = {tag: {event.step: float(make_ndarray(event.tensor_proto)) for event in events.Tensors(tag)}
+               for tag in events.Tags()["tensors"]}
+    writers = {int(path.name.split(".")[-3]) for path in folder.glob("events.out.tfevents.*")}
+    return TensorBoardRun(scalars, bool(events.Tags()["graph"]), writers)
+
+
 class JobRunner:
     """The helpers above as one fixture, so test modules need not import conftest."""
 
@@ -182,13 +209,15 @@ class JobRunner:
     wait_until = staticmethod(wait_until)
     kill_when = staticmethod(kill_when)
     is_rank0_line = staticmethod(is_rank0_line)
+    tensorboard = staticmethod(tensorboard_run)
 
 
 @pytest.fixture(scope="session")
 def jobs() -> JobRunner:
     """`jobs.horovodrun_command(...)`, `jobs.run_checked(...)`, `jobs.start_job(...)`, `jobs.kill_when(...)`,
-    `jobs.wait_until(...)`, `jobs.environment()`, `jobs.is_rank0_line(line)`; for elastic jobs
-    `jobs.horovodrun_elastic_command(...)`, `jobs.write_discovery_script(...)`, `jobs.rank_processes(...)`."""
+    `jobs.wait_until(...)`, `jobs.environment()`, `jobs.is_rank0_line(line)`, `jobs.tensorboard(checkpoint_dir)`; for
+    elastic jobs `jobs.horovodrun_elastic_command(...)`, `jobs.write_discovery_script(...)`,
+    `jobs.rank_processes(...)`."""
     return JobRunner()
 
 

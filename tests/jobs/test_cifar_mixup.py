@@ -55,7 +55,7 @@ def test_learns_digits_with_two_gloo_ranks_and_only_rank0_writes(jobs, digits_di
     assert {record["rank"] for record in records} == {0} and len({record["pid"] for record in records}) == 1
     expected = {f"ckpt-{epoch:06d}.{kind}" for epoch in (6, 7, 8) for kind in ("h5", "json")}
     assert {path.name for path in checkpoints.iterdir()} == expected | {"history.json", "history.png",
-                                                                         "evaluation.json"}
+                                                                         "evaluation.json", "tensorboard"}
     assert output.count("saved checkpoint") == 8
     assert not any("saved checkpoint" in line for line in rank_lines(output, 1))
     assert "training starts at epoch 1" in output and "on all 2 ranks" in output
@@ -85,6 +85,9 @@ def test_killed_run_resumes_at_next_epoch_with_rank0_weights(jobs, digits_dir, t
     assert resumed is not None and resumed.epoch == latest.epoch + 1
     history = json.loads((checkpoints / "history.json").read_text())["epochs"]
     assert [record["epoch"] for record in history] == list(range(1, latest.epoch + 2))
+    # TensorBoard drops what the killed run wrote after its last checkpoint too: one value per epoch, history's
+    assert jobs.tensorboard(checkpoints).epochs("loss") == pytest.approx(
+        {record["epoch"]: record["loss"] for record in history}, rel=1e-6)
 
 
 def test_compare_trains_with_and_without_mixup_from_the_same_start_and_plots_both(jobs, digits_dir, tmp_path):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -28,19 +29,38 @@ def mnist(data_dir: Path, checkpoint_dir: Path, epochs: int, *extra: str) -> lis
 
 def test_trains_with_two_mpi_ranks_and_only_rank0_writes(jobs, mnist_dir, tmp_path):
     checkpoints = tmp_path / "checkpoints"
-    done = jobs.run_checked(jobs.horovodrun_command("mpi", mnist(mnist_dir, checkpoints, 2)), tmp_path)
+    done = jobs.run_checked(jobs.horovodrun_command("mpi", mnist(mnist_dir, checkpoints, 2, "--tensorboard-every-steps",
+                                                                 "10")), tmp_path)
     output = done.stdout + done.stderr
 
     records = [json.loads(path.read_text()) for path in sorted(checkpoints.glob("ckpt-*.json"))]
     assert [record["epoch"] for record in records] == [1, 2]
     assert {record["rank"] for record in records} == {0} and len({record["pid"] for record in records}) == 1
     assert {path.name for path in checkpoints.iterdir()} == {"ckpt-000001.h5", "ckpt-000001.json", "ckpt-000002.h5",
-                                                              "ckpt-000002.json", "history.json", "history.png"}
+                                                              "ckpt-000002.json", "history.json", "history.png",
+                                                              "tensorboard"}
     # mpirun tags lines `[jobid,rank]<stream>:`; only rank 0 logs its saves
     assert all(",0]<" in line for line in output.splitlines() if "saved checkpoint" in line)
     assert output.count("saved checkpoint") == 2
     history = json.loads((checkpoints / "history.json").read_text())["epochs"]
     assert history[-1]["val_accuracy"] > 0.5, "the article's CNN learns digits in two epochs (chance is 0.1)"
+
+    # TensorBoard (its own reader): rank 0's event files alone, the values of history.json, the rate every 10 steps
+    assert [path.relative_to(tmp_path).parts[:2] for path in tmp_path.rglob("events.out.tfevents.*")] == [
+        ("checkpoints", "tensorboard")], "one event file, in the folder rank 0 writes"
+    board = jobs.tensorboard(checkpoints)
+    assert board.writers == {records[0]["pid"]}, "written by rank 0's process"
+    metrics = {name for record in history for name in record} - {"epoch"}
+    assert set(board.scalars) - {"step/learning_rate"} == {f"epoch/{name}" for name in metrics}
+    for name in metrics:
+        assert board.epochs(name) == pytest.approx({record["epoch"]: record[name] for record in history}, rel=1e-6)
+    per_epoch = re.search(r"training rows \((\d+) steps\)", output)
+    assert per_epoch, output[-3000:]
+    rates = board.scalars["step/learning_rate"]
+    assert sorted(rates) == list(range(10, 2 * int(per_epoch.group(1)) + 1, 10))
+    first, last = rates[min(rates)], rates[max(rates)]
+    assert 0.001 < first < 0.002 and last == pytest.approx(0.002), "warmed up from one rank's rate to 2 ranks'"
+    assert board.graph, "the model's graph"
 
 
 def test_killed_mpi_run_resumes_with_rank0_weights(jobs, mnist_dir, tmp_path):

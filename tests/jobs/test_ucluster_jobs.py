@@ -37,14 +37,15 @@ def test_trains_two_epochs_with_gloo_and_only_rank0_checkpoints(jobs, jets, tmp_
     checkpoints = tmp_path / "ckpt"
     done = jobs.run_checked(jobs.horovodrun_command("gloo", ucluster(
         "--data-dir", str(jets), "--checkpoint-dir", str(checkpoints), "--epochs", "2", "--epochs-pretrain", "1",
-        *TINY_NETWORK)), tmp_path)
+        "--tensorboard-every-steps", "2", *TINY_NETWORK)), tmp_path)
     output = done.stdout + done.stderr
 
     records = [json.loads(path.read_text()) for path in sorted(checkpoints.glob("ckpt-*.json"))]
     assert [record["epoch"] for record in records] == [1, 2]
     assert {record["rank"] for record in records} == {0} and len({record["pid"] for record in records}) == 1
     assert sorted(path.name for path in checkpoints.iterdir()) == [
-        "ckpt-000001.h5", "ckpt-000001.json", "ckpt-000002.h5", "ckpt-000002.json", "history.json", "history.png"]
+        "ckpt-000001.h5", "ckpt-000001.json", "ckpt-000002.h5", "ckpt-000002.json", "history.json", "history.png",
+        "tensorboard"]
     saves = [line for line in output.splitlines() if "saved " in line and "ckpt-" in line]
     assert len(saves) == 2 and all(jobs.is_rank0_line(line) for line in saves)
 
@@ -59,6 +60,22 @@ def test_trains_two_epochs_with_gloo_and_only_rank0_checkpoints(jobs, jets, tmp_
     centroids = [array for array, name in zip(state["model"], names["model"], strict=True) if "centroids" in name]
     assert len(centroids) == 1 and centroids[0].shape == (3, 3) and np.any(centroids[0] != 0)
     assert "k-means on 128 embeddings" in output  # both ranks' 64 jets each, fitted once on rank 0
+
+    # TensorBoard (its own reader): rank 0's event files alone, every value of history.json, the rate every 2 steps
+    assert [path.relative_to(tmp_path).parts[:2] for path in tmp_path.rglob("events.out.tfevents.*")] == [
+        ("ckpt", "tensorboard")], "one event file, in the folder rank 0 writes"
+    board = jobs.tensorboard(checkpoints)
+    assert board.writers == {records[0]["pid"]}, "written by rank 0's process"
+    metrics = {name for record in history for name in record} - {"epoch"}
+    assert set(board.scalars) - {"step/learning_rate"} == {f"epoch/{name}" for name in metrics}
+    for name in metrics:  # kmeans_loss from epoch 2 only, as in history.json
+        assert board.epochs(name) == pytest.approx({record["epoch"]: record[name] for record in history
+                                                    if name in record}, rel=1e-6)
+    rates = board.scalars["step/learning_rate"]
+    assert sorted(rates) == [2, 4, 6, 8], "64 jets per rank in batches of 16: 4 steps an epoch"
+    assert rates == pytest.approx({2: history[0]["learning_rate"], 4: history[0]["learning_rate"],
+                                   6: history[1]["learning_rate"], 8: history[1]["learning_rate"]}, rel=1e-6)
+    assert board.graph, "the model's graph"
 
 
 def test_killed_after_a_checkpoint_resumes_at_the_next_epoch_with_rank0_weights(jobs, jets, tmp_path):

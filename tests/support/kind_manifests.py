@@ -78,6 +78,13 @@ def elastic(body: dict[str, Any], min_workers: int, max_workers: int) -> dict[st
     return body
 
 
+def with_tensorboard(body: dict[str, Any]) -> dict[str, Any]:
+    """`body` with spec.tensorboard: {enabled: true}: a TensorBoard container in its rank-0 pod."""
+    body = copy.deepcopy(body)
+    body["spec"]["tensorboard"] = {"enabled": True}
+    return body
+
+
 def own_image(name: str, image: str) -> dict[str, Any]:
     """A user's own MPICH image (tests/images/byo) as a user writes its job: one worker and the launcher as a
     second, an mpi4py allreduce across both pods."""

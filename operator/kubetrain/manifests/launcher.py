@@ -28,6 +28,8 @@ from kubetrain.manifests.pods import (
     scheduling,
     shared_mounts,
     shared_volumes,
+    tensorboard_containers,
+    tensorboard_volumes,
     worker_resources,
 )
 from kubetrain.manifests.ssh import LAUNCHER_KEYS
@@ -70,9 +72,10 @@ def build_launcher_job(job: Job, attempt: int = 0) -> dict[str, Any]:
             # it patch this job's status only): it runs here with launcher.runAsWorker
             "automountServiceAccountToken": runs_ranks,
             "securityContext": pod_security_context(job),
-            "initContainers": [entrypoints_init_container(job)],
+            "initContainers": [entrypoints_init_container(job), *tensorboard_containers(job, ROLE_LAUNCHER)],
             "containers": [container],
-            "volumes": [*shared_volumes(job, LAUNCHER_KEYS), *(data_volumes(job) if runs_ranks else [])],
+            "volumes": [*shared_volumes(job, LAUNCHER_KEYS), *(data_volumes(job) if runs_ranks else []),
+                        *tensorboard_volumes(job, ROLE_LAUNCHER)],
             **scheduling(job),
         },
     }

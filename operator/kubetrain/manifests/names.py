@@ -5,7 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from kubetrain.api import Job
-from kubetrain.contract import GROUP, KIND, LABEL_JOB, LABEL_ROLE, VERSION, launcher_name, service_name, worker_name
+from kubetrain.contract import (
+    GROUP,
+    KIND,
+    LABEL_JOB,
+    LABEL_ROLE,
+    ROLE_LAUNCHER,
+    ROLE_WORKER,
+    VERSION,
+    launcher_name,
+    service_name,
+    worker_name,
+)
 
 
 def worker_hostname(job: Job, index: int) -> str:
@@ -23,6 +34,14 @@ def rank_hostnames(job: Job) -> list[str]:
     """Every pod that runs ranks, in hostfile order: the launcher first when it runs ranks, then the workers."""
     own = [launcher_hostname(job)] if job.spec.launcher_runs_ranks else []
     return [*own, *(worker_hostname(job, index) for index in range(job.spec.workers))]
+
+
+def runs_rank0(job: Job, role: str, index: int = 0) -> bool:
+    """Whether rank 0 runs in this pod (role, worker index): the first host of `rank_hostnames`, the launcher when it
+    runs ranks, else worker 0. An elastic job starts so too; after a loss its rank 0 may be on another worker."""
+    if job.spec.launcher_runs_ranks:
+        return role == ROLE_LAUNCHER
+    return role == ROLE_WORKER and index == 0
 
 
 def elastic_hostnames(job: Job) -> list[str]:

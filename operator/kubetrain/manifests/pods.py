@@ -1,4 +1,4 @@
-"""Worker pods, and the pod pieces the worker and the launcher share."""
+"""Worker pods, and the pod pieces the worker and the launcher share (the TensorBoard container among them)."""
 
 from __future__ import annotations
 
@@ -15,14 +15,17 @@ from kubetrain.contract import (
     ROLE_WORKER,
     SSH_DIR,
     SSH_PORT,
+    TENSORBOARD_CONTAINER,
+    TENSORBOARD_PORT,
+    TENSORBOARD_PORT_NAME,
     hosts_configmap_name,
     service_name,
     worker_name,
 )
 from kubetrain.kueue import group_name, worker_metadata
-from kubetrain.manifests.env import container_env
+from kubetrain.manifests.env import checkpoint_dir, container_env
 from kubetrain.manifests.gang import build_pod_group, join_gang
-from kubetrain.manifests.names import labels, metadata
+from kubetrain.manifests.names import labels, metadata, runs_rank0
 from kubetrain.manifests.ssh import WORKER_KEYS, ssh_volume
 from kubetrain.manifests.template import merge_pod_template
 
@@ -30,6 +33,23 @@ GPU_RESOURCE = "nvidia.com/gpu"
 # Where the init container puts the entrypoints: the volume the main containers mount read-only at ENTRYPOINTS.
 ENTRYPOINTS_VOLUME = "kubetrain-entrypoints"
 _COPY_TARGET = "/kubetrain-entrypoints"
+CHECKPOINT_VOLUME = "checkpoint"
+TENSORBOARD_TMP_VOLUME = "tensorboard-tmp"
+# TensorBoard serving a job's scalars and graph: about 500 MiB resident (it loads TensorFlow), a little CPU when a
+# browser reads it. The limit leaves room for large event files; the CPU is not limited.
+TENSORBOARD_RESOURCES = {"requests": {"cpu": "100m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}}
+# The container's script (arguments: folder, port, image): TensorBoard on the job's folder, or, where the image lacks
+# it, one clear line in the log. It then stays up: a restarting container would keep its pod from being Ready, and so
+# hold the training up.
+SERVE_TENSORBOARD = (
+    'if ! command -v tensorboard >/dev/null 2>&1; then\n'
+    '  echo "kubetrain: error: image $3 has no tensorboard command: install it in the image (pip install'
+    ' tensorboard; kubetrain\'s images have it), or set spec.tensorboard.enabled: false" >&2\n'
+    "  trap 'kill $! 2>/dev/null; exit 0' TERM\n"
+    '  while :; do sleep 3600 & wait $!; done\n'
+    'fi\n'
+    'exec tensorboard --logdir "$1" --bind_all --port "$2"\n'
+)
 
 
 def build_worker_pod(job: Job, index: int, attempt: int = 0) -> dict[str, Any]:
@@ -60,9 +80,10 @@ def build_worker_pod(job: Job, index: int, attempt: int = 0) -> dict[str, Any]:
         # chart's admission policy lets it patch this job's status only)
         "automountServiceAccountToken": True,
         "securityContext": pod_security_context(job),
-        "initContainers": [entrypoints_init_container(job)],
+        "initContainers": [entrypoints_init_container(job), *tensorboard_containers(job, ROLE_WORKER, index)],
         "containers": [container],
-        "volumes": [*shared_volumes(job, WORKER_KEYS), *data_volumes(job)],
+        "volumes": [*shared_volumes(job, WORKER_KEYS), *data_volumes(job),
+                    *tensorboard_volumes(job, ROLE_WORKER, index)],
         **scheduling(job),
     }
     pod = {
@@ -154,6 +175,39 @@ def entrypoints_init_container(job: Job) -> dict[str, Any]:
     }
 
 
+def tensorboard_containers(job: Job, role: str, index: int = 0) -> list[dict[str, Any]]:
+    """With spec.tensorboard.enabled, in the pod where rank 0 runs: TensorBoard from the job's image on the job's
+    folder of the checkpoint volume (read-only), on the port named tensorboard. A sidecar (an init container that
+    restarts always): it starts before the main container and ends after it, so the launcher's Job still completes."""
+    if not (job.spec.tensorboard and runs_rank0(job, role, index)):
+        return []
+    container: dict[str, Any] = {
+        "name": TENSORBOARD_CONTAINER,
+        "image": job.spec.image,
+        "restartPolicy": "Always",
+        "command": ["/bin/sh", "-c", SERVE_TENSORBOARD, TENSORBOARD_CONTAINER, checkpoint_dir(job),
+                    str(TENSORBOARD_PORT), job.spec.image],
+        # TensorBoard and what it loads may write under HOME; the root filesystem is read-only
+        "env": [{"name": "HOME", "value": "/tmp"}],
+        "ports": [{"name": TENSORBOARD_PORT_NAME, "containerPort": TENSORBOARD_PORT, "protocol": "TCP"}],
+        "resources": TENSORBOARD_RESOURCES,
+        "securityContext": _restricted_container(),
+        "volumeMounts": [{"name": CHECKPOINT_VOLUME, "mountPath": job.spec.checkpoint.mount_path, "readOnly": True},
+                         {"name": TENSORBOARD_TMP_VOLUME, "mountPath": "/tmp"}],
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    if job.spec.image_pull_policy:
+        container["imagePullPolicy"] = job.spec.image_pull_policy
+    return [container]
+
+
+def tensorboard_volumes(job: Job, role: str, index: int = 0) -> list[dict[str, Any]]:
+    """The TensorBoard container's own writable /tmp, where it has one."""
+    if not tensorboard_containers(job, role, index):
+        return []
+    return [{"name": TENSORBOARD_TMP_VOLUME, "emptyDir": {"sizeLimit": "64Mi"}}]
+
+
 def shared_mounts() -> list[dict[str, Any]]:
     return [
         {"name": ENTRYPOINTS_VOLUME, "mountPath": ENTRYPOINTS, "readOnly": True},
@@ -179,7 +233,7 @@ def data_mounts(job: Job) -> list[dict[str, Any]]:
     data, checkpoint = job.spec.data, job.spec.checkpoint
     return [
         {"name": "data", "mountPath": data.mount_path, "readOnly": data.read_only},
-        {"name": "checkpoint", "mountPath": checkpoint.mount_path},
+        {"name": CHECKPOINT_VOLUME, "mountPath": checkpoint.mount_path},
         {"name": "shm", "mountPath": "/dev/shm"},
     ]
 
@@ -194,7 +248,7 @@ def data_volumes(job: Job) -> list[dict[str, Any]]:
 
     return [
         volume("data", job.spec.data.claim_name, job.spec.data.read_only),
-        volume("checkpoint", job.spec.checkpoint.claim_name, False),
+        volume(CHECKPOINT_VOLUME, job.spec.checkpoint.claim_name, False),
         {"name": "shm", "emptyDir": {"medium": "Memory"}},
     ]
 

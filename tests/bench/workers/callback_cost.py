@@ -4,10 +4,11 @@
     python -m tests.bench.workers.callback_cost --threads 2 --steps-per-epoch 50 --epochs 6 --repeats 2 --out r.json
 
 Two settings take turns `--repeats` times in one process: `background`, the callbacks as shipped (`chief_callbacks`:
-file writes, plot and status patch on one background thread, progress and plot by time), and `inline`, the same
-callbacks doing their work in the training thread after every epoch, as before. Both run Horovod's callbacks
-(metric averaging, lr warm-up). The status patch is a stand-in that sleeps `--patch-seconds` (an API
-server's round trip); checkpoints, history.json and history.png are written to a scratch directory. Per callback:
+file writes, TensorBoard's event files, plot and status patch on one background thread, progress and plot by time),
+and `inline`, the same callbacks doing their work in the training thread after every epoch, as before. Both run
+Horovod's callbacks (metric averaging, lr warm-up). The status patch is a stand-in that sleeps `--patch-seconds` (an API
+server's round trip); checkpoints, history.json, history.png and the event files (the learning rate every
+`--tensorboard-every-steps` steps) are written to a scratch directory. Per callback:
 seconds inside its hooks; per run: steps, fit seconds, and the background thread's busy and CPU seconds. The
 training step is compiled in an untimed warm-up fit first.
 """
@@ -65,19 +66,24 @@ def main() -> int:
     parser.add_argument("--warmup-epochs", type=int, default=3, help="lr warm-up epochs (the programs' default)")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--patch-seconds", type=float, default=0.05, help="stand-in status patch round trip")
+    parser.add_argument("--tensorboard-every-steps", type=int, default=None,
+                        help="the learning rate to TensorBoard every N steps (default: the programs' default)")
     parser.add_argument("--scratch", required=True, help="directory for checkpoints and history (emptied per run)")
     parser.add_argument("--out", required=True, help="JSON result file")
     args = parser.parse_args()
 
     limit_threads(args.threads)
-    from trainlib.callbacks import CheckpointCallback, HistoryCallback, ProgressCallback
+    from trainlib.callbacks import CheckpointCallback, HistoryCallback, ProgressCallback, TensorBoardCallback
     from trainlib.checkpoints import CheckpointManager
+    from trainlib.cli import DEFAULT_TENSORBOARD_EVERY_STEPS
     from trainlib.distributed import horovod_callbacks, init_horovod
     from trainlib.history import HistoryLog
     from trainlib.keras_training import chief_callbacks
     from trainlib.progress import ProgressReporter
     from trainlib.resume import keras_state
+    from trainlib.tensorboard import TensorBoardLog
 
+    every = DEFAULT_TENSORBOARD_EVERY_STEPS if args.tensorboard_every_steps is None else args.tensorboard_every_steps
     context = init_horovod()
     model = compiled_cnn(context.size, horovod=True)
     images, labels = random_examples(1024, seed=0)
@@ -93,10 +99,12 @@ def main() -> int:
         manager = CheckpointManager(directory, keep=3)
         if setting == "inline":
             checkpoints = CheckpointCallback(manager, variables, rank=0)
-            chief = [checkpoints, HistoryCallback(HistoryLog(directory, "bench")),
+            chief = [HistoryCallback(HistoryLog(directory, "bench")),
+                     TensorBoardCallback(TensorBoardLog(directory, every), initial_epoch=0), checkpoints,
                      ProgressCallback(reporter, args.epochs, args.steps_per_epoch, checkpoints)]
         else:
-            chief = chief_callbacks(context, manager, variables, "bench", args.epochs, args.steps_per_epoch, 0)
+            chief = chief_callbacks(context, manager, variables, "bench", args.epochs, args.steps_per_epoch, 0,
+                                    tensorboard_every_steps=every)
             next(c for c in chief if isinstance(c, ProgressCallback)).reporter = reporter
         return [*horovod_callbacks(0.1, args.warmup_epochs, args.steps_per_epoch), *chief]
 

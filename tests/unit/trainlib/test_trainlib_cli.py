@@ -29,9 +29,13 @@ def test_common_flags_reject_nonsense_values(capsys):
     add_common_arguments(parser, epochs=30, batch_size=32, learning_rate=0.1)
     args = parser.parse_args([])
     assert (args.epochs, args.batch_size, args.learning_rate, args.keep_checkpoints) == (30, 32, 0.1, 3)
+    assert args.tensorboard_every_steps == 50 and parser.parse_args(["--tensorboard-every-steps", "0"])
     with pytest.raises(SystemExit):
         parser.parse_args(["--batch-size", "0"])
     assert "--batch-size: must be at least 1, got 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--tensorboard-every-steps", "-1"])
+    assert "--tensorboard-every-steps: must be 0 or more, got -1" in capsys.readouterr().err
 
 
 def test_input_errors_become_one_stderr_line_and_exit_2(capsys):
