@@ -5,7 +5,8 @@
 # Run it after `kind create cluster`; run it again after adding nodes. The registry outlives the cluster:
 # `docker rm -f kind-registry` removes it.
 # Usage: examples/kind/registry.sh [CLUSTER]   (default: $KIND_CLUSTER_NAME, else kind's default, "kind")
-# Environment: REGISTRY_IMAGE (default registry:2), KIND, DOCKER (the binaries).
+# Environment: REGISTRY_IMAGE (default registry:2); REGISTRY_DATA, a folder of this machine that keeps the pushed
+# images when the container is removed (default: none, they go with it); KIND, DOCKER (the binaries).
 set -euo pipefail
 cluster=${1:-${KIND_CLUSTER_NAME:-kind}}
 image=${REGISTRY_IMAGE:-registry:2}
@@ -14,10 +15,15 @@ DOCKER=${DOCKER:-docker}
 name=kind-registry
 port=5001
 
+volume=()
+if [ -n "${REGISTRY_DATA:-}" ]; then
+  mkdir -p "$REGISTRY_DATA"
+  volume=(--volume "$(cd "$REGISTRY_DATA" && pwd):/var/lib/registry")
+fi
 if [ "$("$DOCKER" inspect --format '{{.State.Running}}' "$name" 2>/dev/null || true)" != true ]; then
   "$DOCKER" rm -f "$name" >/dev/null 2>&1 || true
-  "$DOCKER" run --detach --restart=always --publish "127.0.0.1:$port:5000" --network bridge --name "$name" "$image" \
-    >/dev/null
+  "$DOCKER" run --detach --restart=always --publish "127.0.0.1:$port:5000" --network bridge --name "$name" \
+    "${volume[@]}" "$image" >/dev/null
 fi
 if [ "$("$DOCKER" inspect --format '{{json .NetworkSettings.Networks.kind}}' "$name")" = null ]; then
   "$DOCKER" network connect kind "$name"

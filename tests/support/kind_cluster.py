@@ -10,7 +10,9 @@ curve. kubectl and helm wrappers; a dump of everything for when a test fails.
 
 What this machine changes, and nothing else: the cluster's name (KIND_CLUSTER_NAME, which kind and registry.sh read),
 its kubeconfig (KUBECONFIG, in the artifacts directory), the binaries (first on PATH), the registry's image
-(REGISTRY_IMAGE: tests/e2e/registry, Debian's build of the same registry, where registry:2 cannot be pulled) and, when
+(REGISTRY_IMAGE: tests/e2e/registry, Debian's build of the same registry, where registry:2 cannot be pulled), where
+the registry keeps its images (REGISTRY_DATA: ~/.cache/kubetrain/kind-registry, so a warm run pushes only the layers
+that changed) and, when
 the node image is the one built here, `kind create cluster` gets `--image` and a copy of the config without kind's
 default CNI, which that image lacks (tests/e2e/kind-node/cni.sh sets up the pod network instead). The harness owns
 the cluster of its name, the `kind-registry` container, ./kubetrain-volumes and ./history.png: it removes them before
@@ -52,7 +54,9 @@ from tests.support.kind_manifests import cluster_config, job_image
 from tests.support.programs import REPO
 
 LOG = logging.getLogger("kubetrain.e2e")
-CACHE_BIN = Path(os.environ.get("KUBETRAIN_CACHE", Path.home() / ".cache" / "kubetrain")) / "bin"
+CACHE = Path(os.environ.get("KUBETRAIN_CACHE", Path.home() / ".cache" / "kubetrain"))
+CACHE_BIN = CACHE / "bin"
+REGISTRY_DATA = CACHE / "kind-registry"  # the registry's images, kept between runs as the other builds are
 NODE_BUILD = REPO / "tests" / "e2e" / "kind-node" / "build.sh"
 PLAIN_CNI = REPO / "tests" / "e2e" / "kind-node" / "cni.sh"
 OWN_IMAGES_BUILD = REPO / "tests" / "images" / "byo" / "build.sh"
@@ -199,11 +203,12 @@ class KindCluster:
 
     def env(self) -> dict[str, str]:
         """The environment of the tools and of the quick start's commands: this cluster's name and kubeconfig, the
-        registry's image, the binaries first on PATH (and named for cni.sh and registry.sh)."""
+        registry's image and data, the binaries first on PATH (and named for cni.sh and registry.sh)."""
         s = self.settings
         return {**os.environ, "KUBECONFIG": str(self.kubeconfig), "KIND_CLUSTER_NAME": s.cluster,
                 "PATH": f"{self.bin}{os.pathsep}{os.environ.get('PATH', '')}", "DOCKER": s.docker, "KIND": s.kind,
-                "KUBECTL": s.kubectl, **({"REGISTRY_IMAGE": self.registry_image} if self.registry_image else {})}
+                "KUBECTL": s.kubectl, "REGISTRY_DATA": str(REGISTRY_DATA),
+                **({"REGISTRY_IMAGE": self.registry_image} if self.registry_image else {})}
 
     def kubectl_result(self, *args: str, input: str | None = None,
                        timeout: float = 120) -> subprocess.CompletedProcess[str]:
