@@ -25,7 +25,9 @@ CONTAINER_NAMES = (ROLE_WORKER, ROLE_LAUNCHER)
 # a port of this machine to it).
 TENSORBOARD_CONTAINER = "tensorboard"
 TENSORBOARD_PORT_NAME = "tensorboard"
-TENSORBOARD_PORT = 6006
+# Not TensorBoard's usual 6006. Port 6000 + n is X display :n, and hwloc, which the MPI loads as it starts, probes
+# displays :0 to :9 there. A TensorBoard on 6006 answered, and every MPI start in its pod waited for ever.
+TENSORBOARD_PORT = 8006
 
 # The image an init container copies the entrypoints from (images/entrypoints), tagged with the chart's appVersion;
 # the chart's entrypoints.image sets another (KUBETRAIN_ENTRYPOINTS_IMAGE), e.g. a mirror.

@@ -56,13 +56,13 @@ def test_it_forwards_to_worker_0_of_the_current_attempt() -> None:
     pods[2]["metadata"]["deletionTimestamp"] = "2026-11-27T00:00:00Z"  # attempt 2's worker-0, going away
     with pytest.raises(NoTensorBoard):
         find_target(body, pods)
-    assert find_target(body, worker_pods(body, 1) + worker_pods(body, 2)) == Target("ml", "cifar-worker-0", 6006)
+    assert find_target(body, worker_pods(body, 1) + worker_pods(body, 2)) == Target("ml", "cifar-worker-0", 8006)
 
 
 def test_it_forwards_to_the_launcher_when_the_launcher_runs_rank_0() -> None:
     body = job_body(attempt=0, launcher={"runAsWorker": True})
     pods = [*worker_pods(body, 0), launcher_pod(body, 0)]
-    assert find_target(body, pods) == Target("ml", "cifar-launcher-0abcd", 6006)
+    assert find_target(body, pods) == Target("ml", "cifar-launcher-0abcd", 8006)
 
 
 @pytest.mark.parametrize(("body", "pods", "words"), [
@@ -87,9 +87,9 @@ def test_why_there_is_nothing_to_forward_is_one_line(body: dict[str, Any], pods:
 
 
 def test_kubectl_forwards_the_loopback_port_to_the_pods_tensorboard_port() -> None:
-    assert port_forward_command("/usr/bin/kubectl", Target("ml", "cifar-worker-0", 6006), 7007) == [
+    assert port_forward_command("/usr/bin/kubectl", Target("ml", "cifar-worker-0", 8006), 7007) == [
         "/usr/bin/kubectl", "port-forward", "--namespace", "ml", "--address", "127.0.0.1", "pod/cifar-worker-0",
-        "7007:6006"]
+        "7007:8006"]
 
 
 # -- the command ----------------------------------------------------------------------------------------------------
@@ -168,7 +168,7 @@ if {mode!r} == "fail":
     sys.exit(1)
 local = int(sys.argv[-1].split(":")[0])
 if {mode!r} == "refused":  # kubectl since 1.23 ends when the pod refuses a forwarded connection
-    print(f"Forwarding from 127.0.0.1:{{local}} -> 6006", flush=True)
+    print(f"Forwarding from 127.0.0.1:{{local}} -> 8006", flush=True)
     print("E1127 portforward.go:413] an error occurred forwarding: connection refused", file=sys.stderr)
     print("error: lost connection to pod", file=sys.stderr)
     sys.exit(1)
@@ -177,9 +177,9 @@ if {mode!r} == "serve":
         def log_message(self, *args):
             pass
     server = http.server.HTTPServer(("127.0.0.1", local), Quiet)
-    print(f"Forwarding from 127.0.0.1:{{local}} -> 6006", flush=True)
+    print(f"Forwarding from 127.0.0.1:{{local}} -> 8006", flush=True)
     server.serve_forever()
-print(f"Forwarding from 127.0.0.1:{{local}} -> 6006", flush=True)
+print(f"Forwarding from 127.0.0.1:{{local}} -> 8006", flush=True)
 time.sleep(3)  # "silent": the pod's TensorBoard never answers, then the pod goes
 """
 
@@ -223,7 +223,7 @@ def test_it_prints_the_url_and_forwards_until_ctrl_c(monkeypatch, capsys, tmp_pa
     assert out.out == f"TensorBoard of ml/cifar (pod cifar-worker-0): http://127.0.0.1:{port}/  (Ctrl-C stops)\n"
     assert out.err == ""
     assert json.loads(record.read_text()) == ["port-forward", "--namespace", "ml", "--address", "127.0.0.1",
-                                              "pod/cifar-worker-0", f"{port}:6006"]
+                                              "pod/cifar-worker-0", f"{port}:8006"]
     with pytest.raises(OSError):  # the forward ended with the command
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
 
@@ -261,5 +261,5 @@ def test_a_tensorboard_that_refuses_the_connection_is_one_line_naming_its_log(mo
     out = capsys.readouterr()
     assert out.out == ""
     assert out.err.splitlines() == [
-        "kubetrain: error: TensorBoard in pod cifar-worker-0 does not answer on its port 6006; its log says why: "
+        "kubetrain: error: TensorBoard in pod cifar-worker-0 does not answer on its port 8006; its log says why: "
         "kubectl logs cifar-worker-0 --namespace ml --container tensorboard"]

@@ -68,8 +68,8 @@ def test_it_serves_the_jobs_folder_read_only_from_the_jobs_image_on_a_named_port
     container, spec = tensorboard_of(training(tensorboard=ON, imagePullPolicy="IfNotPresent"))
     assert container["image"] == "kubetrain/cifar-mixup:0.1.0" and container["imagePullPolicy"] == "IfNotPresent"
     assert container["command"][:2] == ["/bin/sh", "-c"]
-    assert container["command"][4:] == ["/checkpoints/ml/cifar", "6006", "kubetrain/cifar-mixup:0.1.0"]
-    assert container["ports"] == [{"name": "tensorboard", "containerPort": 6006, "protocol": "TCP"}]
+    assert container["command"][4:] == ["/checkpoints/ml/cifar", "8006", "kubetrain/cifar-mixup:0.1.0"]
+    assert container["ports"] == [{"name": "tensorboard", "containerPort": 8006, "protocol": "TCP"}]
     mounts = {mount["name"]: mount for mount in container["volumeMounts"]}
     assert mounts["checkpoint"] == {"name": "checkpoint", "mountPath": "/checkpoints", "readOnly": True}
     assert mounts["tensorboard-tmp"]["mountPath"] == "/tmp"
