@@ -15,7 +15,6 @@ import threading
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.support.cluster import ControlPlane
 from tests.support.documented import documented_commands
@@ -35,12 +34,7 @@ FINISH_SECONDS = 300.0
 @pytest.fixture
 def user_env(control_plane: ControlPlane, namespace: str, tmp_path: Path) -> dict[str, str]:
     """The environment of a user whose kubeconfig's current context is this test's namespace."""
-    kubeconfig = yaml.safe_load(control_plane.kubeconfig.read_text())
-    for context in kubeconfig["contexts"]:
-        context["context"]["namespace"] = namespace
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump(kubeconfig))
-    return {**os.environ, "KUBECONFIG": str(path)}
+    return {**os.environ, "KUBECONFIG": str(control_plane.user_kubeconfig(namespace, tmp_path))}
 
 
 def documented(text: str) -> list[str]:

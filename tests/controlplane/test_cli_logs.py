@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from kubetrain.api import parse_job
 from kubetrain.client import Client, JobNotFound, LogsNotFound, NoRankTags
@@ -50,11 +49,7 @@ OPEN_MPI = "[1,0]<stdout>:hello from 0\n[1,0]<stderr>:oops 0\n[1,1]<stdout>:hell
 def user_env(control_plane: ControlPlane, namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
              ) -> dict[str, str]:
     """The environment of a user whose kubeconfig's current context is this test's namespace (Client() reads it)."""
-    kubeconfig = yaml.safe_load(control_plane.kubeconfig.read_text())
-    for context in kubeconfig["contexts"]:
-        context["context"]["namespace"] = namespace
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump(kubeconfig))
+    path = control_plane.user_kubeconfig(namespace, tmp_path)
     monkeypatch.setenv("KUBECONFIG", str(path))
     return {**os.environ, "KUBECONFIG": str(path)}
 

@@ -15,7 +15,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-import yaml
 
 from kubetrain.client import Client, InvalidJob, Job, JobFailed, JobNotFound
 from tests.support.cluster import ControlPlane, KubectlError, wait_until
@@ -33,12 +32,7 @@ CPU_ONLY = {"resources": {"gpusPerWorker": 0}}
 def client(control_plane: ControlPlane, namespace: str, tmp_path: Path,
            monkeypatch: pytest.MonkeyPatch) -> Client:
     """A client of a user whose kubeconfig's current context is this test's namespace."""
-    kubeconfig = yaml.safe_load(control_plane.kubeconfig.read_text())
-    for context in kubeconfig["contexts"]:
-        context["context"]["namespace"] = namespace
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump(kubeconfig))
-    monkeypatch.setenv("KUBECONFIG", str(path))
+    monkeypatch.setenv("KUBECONFIG", str(control_plane.user_kubeconfig(namespace, tmp_path)))
     made = Client()
     assert made.namespace == namespace, "the namespace of the kubeconfig's current context"
     return made

@@ -729,6 +729,16 @@ class ControlPlane:
         text = manifest if isinstance(manifest, str) else json.dumps(manifest)
         return self.kubectl("apply", "--filename=-", input=text)
 
+    def user_kubeconfig(self, namespace: str, directory: Path) -> Path:
+        """The admin kubeconfig with `namespace` as its current context's, written into `directory`: a user's, for
+        commands that take the namespace from the kubeconfig as kubectl does."""
+        kubeconfig = yaml.safe_load(self.kubeconfig.read_text())
+        for context in kubeconfig["contexts"]:
+            context["context"]["namespace"] = namespace
+        path = directory / "kubeconfig"
+        path.write_text(yaml.safe_dump(kubeconfig))
+        return path
+
     def exists(self, kind: str, name: str, namespace: str | None = None) -> bool:
         scope = ["--namespace", namespace] if namespace else []
         return bool(self.kubectl("get", kind, name, *scope, "--ignore-not-found", "--output=name").strip())

@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from rich.console import Console
 
 from kubetrain import follow, follow_loop
 from kubetrain.cli import main
 from kubetrain.progress_bar import EpochBar
+from tests.support.offline_kubeconfig import use_offline_kubeconfig
 
 
 def job(phase: str | None, epoch: int | None = None, restarts: int = 0, message: str = "") -> dict[str, Any]:
@@ -49,15 +49,7 @@ class Watched:
 @pytest.fixture(autouse=True)
 def kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A kubeconfig whose current context's namespace is team-a (nothing listens at its server)."""
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "team",
-        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "team", "context": {"cluster": "c", "user": "u", "namespace": "team-a"}}],
-    }))
-    monkeypatch.setenv("KUBECONFIG", str(path))
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    use_offline_kubeconfig(tmp_path, monkeypatch, "team-a")
 
 
 def test_wait_prints_one_line_when_the_job_succeeds(monkeypatch, capsys) -> None:

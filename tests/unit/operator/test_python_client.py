@@ -17,6 +17,7 @@ from kubetrain import follow_loop, kube
 from kubetrain.client import Client, ClusterUnavailable, InvalidJob, Job, JobFailed, JobNotFound, WaitTimeout
 from kubetrain.client.jobs import as_frame, history_rows, job_from_body
 from kubetrain.client.spec import body_from, body_from_arguments, camel_case, placed
+from tests.support.offline_kubeconfig import use_offline_kubeconfig
 
 MNIST = {"name": "mnist", "image": "kubetrain/mnist:0.1.0", "command": ["python", "-m", "mnist"]}
 
@@ -34,15 +35,7 @@ def job(phase: str | None, epoch: int | None = None, message: str = "", **metric
 @pytest.fixture(autouse=True)
 def kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A kubeconfig whose current context's namespace is team-a (nothing listens at its server)."""
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "team",
-        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "team", "context": {"cluster": "c", "user": "u", "namespace": "team-a"}}],
-    }))
-    monkeypatch.setenv("KUBECONFIG", str(path))
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    use_offline_kubeconfig(tmp_path, monkeypatch, "team-a")
 
 
 class Cluster:

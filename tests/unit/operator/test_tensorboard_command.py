@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from dtr_bodies import training
 
 from kubetrain import kube, tensorboard_forward
@@ -22,6 +21,7 @@ from kubetrain.cli import main
 from kubetrain.manifests.launcher import build_launcher_job
 from kubetrain.manifests.pods import build_worker_pod
 from kubetrain.tensorboard_target import NoTensorBoard, Target, find_target, port_forward_command
+from tests.support.offline_kubeconfig import use_offline_kubeconfig
 
 ON = {"enabled": True}
 
@@ -98,15 +98,7 @@ def test_kubectl_forwards_the_loopback_port_to_the_pods_tensorboard_port() -> No
 @pytest.fixture(autouse=True)
 def kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A kubeconfig whose current context's namespace is ml (nothing listens at its server)."""
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "team",
-        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "team", "context": {"cluster": "c", "user": "u", "namespace": "ml"}}],
-    }))
-    monkeypatch.setenv("KUBECONFIG", str(path))
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    use_offline_kubeconfig(tmp_path, monkeypatch, "ml")
 
 
 class Cluster:
