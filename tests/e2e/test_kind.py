@@ -199,9 +199,12 @@ def test_tensorboard(jobs: Jobs, installed: KindCluster) -> None:
         assert [c["name"] for c in pod["spec"]["initContainers"]] == ["kubetrain-entrypoints", "tensorboard"], \
             f"{worker_name(name, 0)} has no tensorboard container: {pod['spec']['initContainers']}"
         port = free_port()
+        # Ctrl-C reaches it as at a terminal: a test run in the background may have SIGINT ignored, and children
+        # inherit that.
         forward = subprocess.Popen([sys.executable, "-m", "kubetrain.cli", "tensorboard", name, "--namespace",
                                     NAMESPACE, "--port", str(port)], env=installed.env(), stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True)
+                                   stderr=subprocess.PIPE, text=True,
+                                   preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         try:
             assert forward.stdout is not None
             line = forward.stdout.readline()
