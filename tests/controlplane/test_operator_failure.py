@@ -8,14 +8,13 @@ import re
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
-from tests.support.cluster import ControlPlane, wait_until
+from tests.support.cluster import ControlPlane
 from tests.support.operator_harness import (
     OperatorProcess,
     create,
-    events,
     live_pods,
+    posted,
     training,
     wait_for_pods,
     wait_for_status,
@@ -44,12 +43,6 @@ def launcher_termination_message() -> str:
         output.feed(stream, SAMPLE.with_suffix(f".{stream}").read_bytes().decode())
     output.close()
     return report.encode(report.report(output, 3)).decode()
-
-
-def posted(plane: ControlPlane, namespace: str, name: str, reason: str) -> list[dict[str, Any]]:
-    """The job's events of this reason, once there is one: events are posted off the operator's critical path."""
-    return wait_until(lambda: [e for e in events(plane, namespace, name) if e["reason"] == reason] or None,
-                      message=f"a {reason} event of {name}")
 
 
 def test_a_failing_rank_is_named_with_its_pod_node_exit_code_and_last_lines(

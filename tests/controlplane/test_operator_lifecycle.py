@@ -16,6 +16,7 @@ from tests.support.operator_harness import (
     create,
     events,
     live_pods,
+    posted,
     status,
     training,
     wait_for_pods,
@@ -105,7 +106,7 @@ def test_failed_worker_restarts_everything_then_fails_after_backoff_limit(
     assert restarting["phase"] in ("Restarting", "Running")  # kwok may have brought the new attempt up already
     if restarting["phase"] == "Restarting":
         assert "flaky-worker-1" in restarting["message"] and "OOMKilled" in restarting["message"]
-    said = [e["message"] for e in events(control_plane, namespace, "flaky") if e["reason"] == "WorkerFailed"]
+    said = [e["message"] for e in posted(control_plane, namespace, "flaky", "WorkerFailed")]
     assert any("flaky-worker-1" in m and "OOMKilled" in m for m in said), said
     second = wait_for_pods(control_plane, namespace, "flaky", 2)
     assert not first & {p["metadata"]["uid"] for p in second}, "every worker is recreated, not only the failed one"

@@ -165,4 +165,5 @@ def test_a_job_re_created_under_its_name_says_whose_checkpoint_it_resumed_or_sta
     assert f"spec.checkpoint.resume is SameJob and another job (uid {second}) wrote it" in run.stderr + run.stdout
     status = control_plane.get("dtr", "again", namespace)["status"]
     assert status["checkpoint"]["epoch"] == 1 and status["checkpoint"].get("resumedFrom") is None
-    assert [p.name.startswith("superseded-") for p in checkpoints.iterdir() if p.is_dir()] == [True]
+    folders = sorted(p.name for p in checkpoints.iterdir() if p.is_dir())  # the set-aside one and TensorBoard's
+    assert len(folders) == 2 and folders[0].startswith("superseded-") and folders[1] == "tensorboard", folders

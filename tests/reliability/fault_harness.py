@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kubetrain.children import WATCHED_KINDS
-from kubetrain.contract import LABEL_ATTEMPT, LABEL_JOB, LABEL_ROLE
+from kubetrain.contract import LABEL_ATTEMPT, LABEL_JOB, LABEL_ROLE, ROLE_ATTEMPT_LOG
 from kubetrain.manifests.service import MANAGED_BY, MANAGED_BY_LABEL
 from tests.support.cluster import ControlPlane, Process, _spawn, free_port, wait_until
 from tests.support.operator_harness import REPO, OperatorProcess, operator_command, operator_log_dir
@@ -199,13 +199,16 @@ class ChildLedger:
 
 
 def expected_children(body: dict[str, Any], snapshot_items: list[dict[str, Any]]) -> dict[str, int]:
-    """Counts of the children of one DistributedTraining in a snapshot, by kind (live pods split by role)."""
+    """Counts of the children of one DistributedTraining in a snapshot, by kind (live pods split by role).
+
+    A failed attempt's kept launcher output (ConfigMap <name>-attempt-<N>-log) is a record of that attempt, not a
+    child of the running one: it is left out (its name is one per attempt; test_attempt_logs.py checks them)."""
     name = body["metadata"]["name"]
     counts: dict[str, int] = defaultdict(int)
     for obj in snapshot_items:
         if obj["kind"] == "DistributedTraining" or obj["metadata"]["labels"].get(LABEL_JOB) != name:
             continue
-        if obj["metadata"].get("deletionTimestamp"):
+        if obj["metadata"].get("deletionTimestamp") or obj["metadata"]["labels"].get(LABEL_ROLE) == ROLE_ATTEMPT_LOG:
             continue
         if obj["kind"] == "Pod":
             role = obj["metadata"]["labels"].get(LABEL_ROLE)

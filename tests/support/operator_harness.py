@@ -181,6 +181,12 @@ def events(plane: ControlPlane, namespace: str, name: str) -> list[dict[str, Any
     return list(json.loads(listing)["items"])
 
 
+def posted(plane: ControlPlane, namespace: str, name: str, reason: str) -> list[dict[str, Any]]:
+    """The job's events of this reason, once there is one: the operator posts events off its critical path."""
+    return wait_until(lambda: [e for e in events(plane, namespace, name) if e["reason"] == reason] or None,
+                      message=f"a {reason} event of {name}")
+
+
 def pause(seconds: float) -> None:
     """Let the operator act (used only to give a wrong behaviour the chance to show, never as a timing check)."""
     time.sleep(seconds)
