@@ -196,6 +196,23 @@ def tensorboard_run(checkpoint_dir: Path) -> TensorBoardRun:
     return TensorBoardRun(scalars, bool(events.Tags()["graph"]), writers)
 
 
+def rank0_tensorboard(root: Path, checkpoint_dir: Path, history: list[dict], rank0_pid: int) -> TensorBoardRun:
+    """The run's TensorBoard, checked as a user would: one event file under `root`, in the folder rank 0 writes, by
+    rank 0's process, with an `epoch/<metric>` tag for each metric of history.json holding its values (a metric that
+    starts late, from its first epoch), and the learning rate by step."""
+    files = [path.relative_to(root) for path in root.rglob("events.out.tfevents.*")]
+    assert [path.parts[:-1] for path in files] == [checkpoint_dir.relative_to(root).parts + ("tensorboard",)], \
+        f"one event file, in the folder rank 0 writes: {files}"
+    board = tensorboard_run(checkpoint_dir)
+    assert board.writers == {rank0_pid}, "written by rank 0's process"
+    metrics = {name for record in history for name in record} - {"epoch"}
+    assert set(board.scalars) == {f"epoch/{name}" for name in metrics} | {"step/learning_rate"}, set(board.scalars)
+    for name in metrics:
+        assert board.epochs(name) == pytest.approx({record["epoch"]: record[name] for record in history
+                                                    if name in record}, rel=1e-6), name
+    return board
+
+
 class JobRunner:
     """The helpers above as one fixture, so test modules need not import conftest."""
 
@@ -210,12 +227,14 @@ class JobRunner:
     kill_when = staticmethod(kill_when)
     is_rank0_line = staticmethod(is_rank0_line)
     tensorboard = staticmethod(tensorboard_run)
+    rank0_tensorboard = staticmethod(rank0_tensorboard)
 
 
 @pytest.fixture(scope="session")
 def jobs() -> JobRunner:
     """`jobs.horovodrun_command(...)`, `jobs.run_checked(...)`, `jobs.start_job(...)`, `jobs.kill_when(...)`,
-    `jobs.wait_until(...)`, `jobs.environment()`, `jobs.is_rank0_line(line)`, `jobs.tensorboard(checkpoint_dir)`; for
+    `jobs.wait_until(...)`, `jobs.environment()`, `jobs.is_rank0_line(line)`, `jobs.tensorboard(checkpoint_dir)`,
+    `jobs.rank0_tensorboard(...)`; for
     elastic jobs `jobs.horovodrun_elastic_command(...)`, `jobs.write_discovery_script(...)`,
     `jobs.rank_processes(...)`."""
     return JobRunner()

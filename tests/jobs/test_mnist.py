@@ -46,14 +46,7 @@ def test_trains_with_two_mpi_ranks_and_only_rank0_writes(jobs, mnist_dir, tmp_pa
     assert history[-1]["val_accuracy"] > 0.5, "the article's CNN learns digits in two epochs (chance is 0.1)"
 
     # TensorBoard (its own reader): rank 0's event files alone, the values of history.json, the rate every 10 steps
-    assert [path.relative_to(tmp_path).parts[:2] for path in tmp_path.rglob("events.out.tfevents.*")] == [
-        ("checkpoints", "tensorboard")], "one event file, in the folder rank 0 writes"
-    board = jobs.tensorboard(checkpoints)
-    assert board.writers == {records[0]["pid"]}, "written by rank 0's process"
-    metrics = {name for record in history for name in record} - {"epoch"}
-    assert set(board.scalars) - {"step/learning_rate"} == {f"epoch/{name}" for name in metrics}
-    for name in metrics:
-        assert board.epochs(name) == pytest.approx({record["epoch"]: record[name] for record in history}, rel=1e-6)
+    board = jobs.rank0_tensorboard(tmp_path, checkpoints, history, records[0]["pid"])
     per_epoch = re.search(r"training rows \((\d+) steps\)", output)
     assert per_epoch, output[-3000:]
     rates = board.scalars["step/learning_rate"]
