@@ -292,8 +292,12 @@ def _answers(cluster: Cluster) -> Iterator[None]:
         if error.status == 404:
             raise ClusterError(f"{cluster.server} ({cluster.source}) does not serve {PLURAL}.{GROUP}/{VERSION}: "
                                "is kubetrain's CRD installed?") from None
-        raise ClusterError(f"{cluster.server} ({cluster.source}) refused: {error.status} {error.reason}: "
-                           f"{_api_message(error)}") from None
+        raise _refused(cluster, error) from None
+
+
+def _refused(cluster: Cluster, error: ApiException) -> ClusterError:
+    return ClusterError(f"{cluster.server} ({cluster.source}) refused: {error.status} {error.reason}: "
+                        f"{_api_message(error)}")
 
 
 def _api_message(error: ApiException) -> str:
@@ -360,14 +364,15 @@ def list_trainings(cluster: Cluster, namespace: str) -> list[dict[str, Any]]:
     return [dict(item) for item in listing.get("items") or []]
 
 
-def list_job_pods(cluster: Cluster, namespace: str, name: str) -> list[dict[str, Any]]:
-    """Every pod labelled as the job's (every role and attempt), as the API server returns them."""
+def list_job_pods(cluster: Cluster, namespace: str, name: str, role: str | None = None) -> list[dict[str, Any]]:
+    """Every pod labelled as the job's (of `role` only, when given; every attempt), as the API server returns them."""
+    selector = f"{LABEL_JOB}={name}" + ("" if role is None else f",{LABEL_ROLE}={role}")
     pods = client.CoreV1Api(cluster.api_client)
-    with _answers(cluster):
+    with _core_answers(cluster):
         response: Any = pods.list_namespaced_pod(  # the raw response (_preload_content=False): plain JSON
-            namespace, label_selector=f"{LABEL_JOB}={name}", _preload_content=False,
+            namespace, label_selector=selector, _preload_content=False,
             _request_timeout=(CONNECT_SECONDS, WATCH_SLACK_SECONDS))
-    return [dict(item) for item in orjson.loads(response.data).get("items") or []]
+    return [dict(item) for item in _json(response).get("items") or []]
 
 
 def create_training(cluster: Cluster, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -409,8 +414,7 @@ def _core_answers(cluster: Cluster) -> Iterator[None]:
     except ApiException as error:
         if error.status == 404:
             raise
-        raise ClusterError(f"{cluster.server} ({cluster.source}) refused: {error.status} {error.reason}: "
-                           f"{_api_message(error)}") from None
+        raise _refused(cluster, error) from None
 
 
 def _json(response: Any) -> dict[str, Any]:
@@ -419,12 +423,7 @@ def _json(response: Any) -> dict[str, Any]:
 
 def launcher_pods(cluster: Cluster, namespace: str, name: str) -> list[dict[str, Any]]:
     """Every launcher pod of the job that is still there, of any attempt."""
-    core = client.CoreV1Api(cluster.api_client)
-    with _core_answers(cluster):
-        response = core.list_namespaced_pod(
-            namespace, label_selector=f"{LABEL_JOB}={name},{LABEL_ROLE}={ROLE_LAUNCHER}", _preload_content=False,
-            _request_timeout=(CONNECT_SECONDS, WATCH_SLACK_SECONDS))
-    return list(_json(response)["items"])
+    return list_job_pods(cluster, namespace, name, role=ROLE_LAUNCHER)
 
 
 def attempt_log(cluster: Cluster, namespace: str, name: str, attempt: int) -> dict[str, Any] | None:
