@@ -154,6 +154,9 @@ NOT_RUN = {
     "images/build.sh --registry R --push": f"{PLACEHOLDER}; the kind tier's quick start runs it with localhost:5001",
     "kubetrain status cifar-mixup --watch": FOLLOW,
     "kubetrain wait cifar-mixup --timeout 3600": FOLLOW,
+    "kubetrain wait cifar-mixup": f"{FOLLOW}; the kind tier's test_own_image and test_a_failing_rank_is_named_in_the_"
+                                  "status_and_kubetrain_wait_exits_1 run it on jobs that succeed and fail",
+    "kubectl describe dtr": MENTION,
     "kubectl apply -f jobs/cifar_mixup/job.yaml && kubetrain wait cifar-mixup":
         f"{CLUSTER}; tests/controlplane/test_documented_yaml.py sends this file to the API server (dry run) and "
         "tests/controlplane/test_cli_follow.py runs `kubetrain wait cifar-mixup` on a job of that name",

@@ -1,8 +1,9 @@
 """The user's path on a kind cluster, one test per scenario, in this order: the README's kind quick start run as
 written (cluster, registry, images pushed, chart, volumes, a cifar_mixup job to Succeeded, its curve), a user's own
-image, a restart after a lost worker with `kubetrain logs` of both its attempts, an elastic job that loses a worker
-and grows by `kubectl scale` without restarting, a job's TensorBoard opened with `kubetrain tensorboard`, a missing
-image, delete, upgrade, uninstall.
+image followed by `kubetrain wait`, a restart after a lost worker driven by the Python client with `kubetrain logs` of
+both its attempts, an elastic job that loses a worker and grows by `kubectl scale` without restarting, a job's
+TensorBoard opened with `kubetrain tensorboard` (and the README's screenshots), a rank that fails, a missing image,
+delete, upgrade, uninstall.
 
 Every test runs on the quick start's cluster (conftest.py), so `-k restart` runs the quick start first. The cluster is
 made from the kind and node image tests/e2e/kind-node/build.sh made on this machine (`make test` builds them), else
@@ -18,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import urllib.parse
 import urllib.request
 from datetime import datetime
@@ -26,9 +28,11 @@ from typing import Any
 import pytest
 
 from kubetrain.children import CHILD_KINDS
+from kubetrain.client import Client, Job
 from kubetrain.contract import LABEL_JOB, ROLE_LAUNCHER, launcher_name, worker_name
 from kubetrain.reasons import FAILED, IMAGE_PULL_FAILED, PENDING, RESTARTING, RUNNING, STARTING, SUCCEEDED
 from tests.e2e.conftest import QuickStart
+from tests.support import screenshots
 from tests.support.documented import REPO, section_commands
 from tests.support.kind_cluster import (
     CRD,
@@ -64,6 +68,15 @@ KUBETRAIN = [sys.executable, "-m", "kubetrain.cli"]
 # Held-out accuracy the cifar_mixup job must pass on the digits (chance: 0.1); 6 epochs on 2 ranks reach about 0.7.
 LEARNED = 0.3
 RANKS_TRAIN_FROM = re.compile(r"(\d+) ranks train from epoch (\d+), step (\d+)")
+# Each rank says it is up; rank 1 then prints a traceback on stderr, as Python does, and exits 3.
+FAILING_RANK_LINES = ["Traceback (most recent call last):", "ValueError: rank 1 gives up"]
+FAILING_RANK = ["sh", "-c", 'echo "rank $OMPI_COMM_WORLD_RANK up"; if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then sleep 2; '
+                f'printf "{FAILING_RANK_LINES[0]}\\n{FAILING_RANK_LINES[1]}\\n" >&2; exit 3; fi; sleep 300']
+# The epochs TensorBoard shows in the README's screenshot, and the charts it shows (a regular expression).
+SHOWN_EPOCHS = 5
+TENSORBOARD_TAGS = urllib.parse.quote("epoch/(loss|val_accuracy)", safe="")
+# Fewer colours than this is a blank page or terminal (drawn text alone brings dozens of shades).
+SCREENSHOT_COLOURS = 20
 
 
 def test_quick_start(quick_start: QuickStart, kind: KindCluster) -> None:
@@ -92,35 +105,48 @@ def test_quick_start(quick_start: QuickStart, kind: KindCluster) -> None:
 
 def test_own_image(jobs: Jobs, installed: KindCluster) -> None:
     """A user's own image (tests/images/byo: MPICH from PyPI, not FROM kubetrain/base, no uid 1000 in it): one worker
-    and the launcher as a second rank run an mpi4py allreduce across both pods, rank 0 on the launcher."""
+    and the launcher as a second rank run an mpi4py allreduce across both pods, rank 0 on the launcher. `kubetrain
+    wait` follows it and exits 0 when it has Succeeded."""
     name = "own-image"
     jobs.apply(own_image(name, installed.push(OWN_IMAGE)))
-    jobs.wait_for_phase(name, SUCCEEDED)
+    waited = kubetrain(jobs, "wait", name, "--timeout", str(jobs.cluster.settings.timeout))
+    assert (waited.returncode, waited.stdout.split(":")[0]) == (0, f"{NAMESPACE}/{name} Succeeded"), \
+        f"kubetrain wait exited {waited.returncode}: {waited.stdout}{waited.stderr}"
     log = jobs.launcher_log(name, "--timestamps")
     expected = f"allreduce ok: size=2 sum=3 rank0={launcher_name(name)} implementation=MPICH"
     assert expected in log, f"the launcher's log does not show the 2-rank allreduce with rank 0 on the launcher:\n{log}"
 
 
-def test_restart_and_the_logs_of_both_attempts(jobs: Jobs) -> None:
+def test_restart_and_the_logs_of_both_attempts(jobs: Jobs, monkeypatch: pytest.MonkeyPatch) -> None:
     """A worker pod deleted once an epoch is done: the job shows Restarting and `restarts: 1`, the new attempt
-    resumes from a checkpoint of epoch 1 or later, then it succeeds with every epoch.
+    resumes from a checkpoint of epoch 1 or later, then it succeeds with every epoch. The Python client creates the
+    job, waits for it (its changes show the restart) and reads every epoch's metrics back.
 
     `kubetrain logs NAME -f`, started while the first attempt runs, prints its output, goes on with the second
     attempt's, and exits 0 when the job has Succeeded. Then `--attempt 0` still prints the first attempt's output,
     kept by the operator after its pods went; without `--attempt`, the second's; `--rank 0` only rank 0's lines."""
     name, epochs = "cifar-mixup-restart", jobs.cluster.settings.epochs + 1
-    jobs.apply(cifar_mixup(name, epochs))
+    monkeypatch.setenv("KUBECONFIG", str(jobs.cluster.kubeconfig))
+    client = Client(NAMESPACE)
+    client.create(cifar_mixup(name, epochs))
+    jobs.names.append(name)  # its objects are dumped if the test fails
     jobs.wait_for_phase(name, RUNNING)
     following = subprocess.Popen([*KUBETRAIN, "logs", name, "-n", NAMESPACE, "-f"], stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True, env=jobs.cluster.env())
     try:
         delete_worker_after_an_epoch(jobs, name)
-        status = jobs.wait_for_phase(name, SUCCEEDED)
+        changes: list[Job] = []
+        final = client.wait(name, timeout=jobs.cluster.settings.timeout, on_change=changes.append)
         followed, said = following.communicate(timeout=300)
     finally:
         following.kill()  # still running only when the test failed
     assert RESTARTING in jobs.phases(name), f"{name} never showed Restarting: {jobs.phases(name)}"
-    assert status.get("restarts") == 1, f"{name} has status.restarts={status.get('restarts')}, expected 1"
+    assert RESTARTING in [job.phase for job in changes], f"Client.wait's changes: {changes}"
+    assert (final.phase, final.restarts) == (SUCCEEDED, 1), f"Client.wait returned {final}"
+    status = jobs.status(name)
+    history = client.history(name)
+    assert [row["epoch"] for row in history] == list(range(1, epochs + 1)), f"Client.history gave {history}"
+    assert history[-1]["val_accuracy"] == field(status, "progress.metrics")["val_accuracy"], history[-1]
     launcher, log = jobs.newest_launcher_log(name)
     restored = re.search(r"restored .* \(epoch (\d+)", log)
     assert restored and int(restored.group(1)) >= 1, \
@@ -188,7 +214,8 @@ def test_elastic(jobs: Jobs) -> None:
 def test_tensorboard(jobs: Jobs, installed: KindCluster) -> None:
     """A job with spec.tensorboard: its worker 0 gets the tensorboard container, `kubetrain tensorboard NAME --port P`
     prints the URL, and TensorBoard's HTTP API answers through it while the job trains: the run's tags, and the
-    epoch's val_accuracy the status reports. Ctrl-C ends the forward (exit 130)."""
+    epoch's val_accuracy the status reports. Then the README's screenshots: TensorBoard's curves in headless chromium
+    and `kubetrain status --watch` in an xterm. Ctrl-C ends the forward (exit 130)."""
     name = "cifar-mixup-tensorboard"
     jobs.apply(with_tensorboard(cifar_mixup(name, 20)))  # long enough to be read while it trains
     try:
@@ -227,12 +254,33 @@ def test_tensorboard(jobs: Jobs, installed: KindCluster) -> None:
             LOG.info("epoch %d reported; TensorBoard's val_accuracy by epoch: %s", reported, points)
             assert points.get(reported) == pytest.approx(accuracy, rel=1e-6), \
                 f"TensorBoard shows val_accuracy {points} where the status reports {accuracy} at epoch {reported}"
+            take_screenshots(jobs, name, url)
         finally:
             forward.send_signal(signal.SIGINT)
             _, stderr = forward.communicate(timeout=30)
         assert forward.returncode == 130, f"kubetrain tensorboard exited {forward.returncode} on Ctrl-C: {stderr}"
     finally:
         installed.kubectl("delete", "distributedtraining", name, "--namespace", NAMESPACE, "--wait=false")
+
+
+def take_screenshots(jobs: Jobs, name: str, url: str) -> None:
+    """The README's pictures of a running job, into the artifacts directory, at epoch SHOWN_EPOCHS: its curves in
+    TensorBoard (at `url`) in headless chromium, and `kubetrain status NAME --watch` in an xterm, started epochs
+    before so that its bar shows an ETA. Neither may be blank."""
+    missing = screenshots.missing_tools()
+    assert not missing, f"the screenshots need {missing}, which .ci/setup installs"
+    folder = jobs.cluster.settings.artifacts
+    with screenshots.terminal([*KUBETRAIN, "status", name, "-n", NAMESPACE, "--watch"], jobs.cluster.env(),
+                              f"kubetrain status {name} --watch", columns=112, rows=18) as capture:
+        jobs.wait_for(name, f"{SHOWN_EPOCHS} reported epochs", lambda status: True
+                      if (field(status, "progress.epoch") or 0) >= SHOWN_EPOCHS else None)
+        time.sleep(2)  # the watch's line of the epoch, and TensorBoard's next read of the event files
+        watch = capture(folder / "status-watch.png")
+    board = screenshots.page(f"{url}?darkMode=false#scalars&tagFilter={TENSORBOARD_TAGS}&_smoothingWeight=0",
+                             folder / "tensorboard.png")
+    for shot in (board, watch):
+        assert screenshots.colours(shot) >= SCREENSHOT_COLOURS, f"{shot} has {screenshots.colours(shot)} colours"
+    LOG.info("screenshots for the README (docs/screenshots): %s, %s", board, watch)
 
 
 def free_port() -> int:
@@ -253,6 +301,29 @@ def read_json(url: str) -> Any:
         return found or None
 
     return poll(answer, 120, f"TensorBoard to answer at {url}", lambda: "no answer")
+
+
+def test_a_failing_rank_is_named_in_the_status_and_kubetrain_wait_exits_1(jobs: Jobs, installed: KindCluster) -> None:
+    """A job whose rank 1 exits 3 with a traceback (no restart allowed): `kubetrain wait` exits 1 saying Failed;
+    status.failure names rank 1 (as Open MPI's summary does), its pod and node, exit code 3 and its last lines, and
+    `kubectl describe` shows them."""
+    name = "failing-rank"
+    body = cifar_mixup(name, 1)
+    body["spec"]["command"] = FAILING_RANK
+    body["spec"]["runPolicy"] = {"backoffLimit": 0}
+    jobs.apply(body)
+    waited = kubetrain(jobs, "wait", name, "--timeout", str(jobs.cluster.settings.timeout))
+    assert (waited.returncode, waited.stdout.split(":")[0]) == (1, f"{NAMESPACE}/{name} Failed"), \
+        f"kubetrain wait exited {waited.returncode}: {waited.stdout}{waited.stderr}"
+    failure = jobs.status(name).get("failure") or {}
+    LOG.info("%s: status.failure %s", name, failure)
+    nodes = installed.kubectl("get", "nodes", "--output=name").replace("node/", "").split()
+    assert {key: failure.get(key) for key in ("attempt", "rank", "rankFrom", "pod", "exitCode")} == \
+        {"attempt": 0, "rank": 1, "rankFrom": "MPI", "pod": worker_name(name, 1), "exitCode": 3}, failure
+    assert failure.get("node") in nodes, f"status.failure.node {failure.get('node')} is none of {nodes}"
+    assert failure.get("lastLines", [])[-2:] == FAILING_RANK_LINES, failure
+    described = installed.kubectl("describe", "distributedtraining", name, "--namespace", NAMESPACE)
+    assert FAILING_RANK_LINES[-1] in described and worker_name(name, 1) in described, described
 
 
 def test_missing_image(jobs: Jobs) -> None:
@@ -315,10 +386,15 @@ def test_uninstall(installed: KindCluster) -> None:
     assert claim_names(installed) == claims, f"the claims changed: {claims} -> {claim_names(installed)}"
 
 
+def kubetrain(jobs: Jobs, command: str, name: str, *options: str) -> subprocess.CompletedProcess[str]:
+    """`kubetrain <command> <name> -n <namespace> [options]` as the cluster's admin."""
+    return subprocess.run([*KUBETRAIN, command, name, "-n", NAMESPACE, *options], capture_output=True, text=True,
+                          env=jobs.cluster.env(), timeout=jobs.cluster.settings.timeout + 60)
+
+
 def kubetrain_logs(jobs: Jobs, name: str, *options: str) -> subprocess.CompletedProcess[str]:
     """`kubetrain logs <name> -n <namespace> [options]`, which must succeed; a kept copy's note is on stderr."""
-    done = subprocess.run([*KUBETRAIN, "logs", name, "-n", NAMESPACE, *options], capture_output=True, text=True,
-                          env=jobs.cluster.env(), timeout=300)
+    done = kubetrain(jobs, "logs", name, *options)
     assert done.returncode == 0, f"kubetrain logs {name} {' '.join(options)} exited {done.returncode}: {done.stderr}"
     return done
 
