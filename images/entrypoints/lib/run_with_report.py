@@ -58,6 +58,7 @@ class Run:
 
     def __init__(self, flavor: str) -> None:
         self.output = RankOutput(flavor)
+        self.child: subprocess.Popen[bytes] | None = None
         self.pid: int | None = None
         self.status: int | None = None
         self.early: list[int] = []  # signals that came before the command started
@@ -65,6 +66,9 @@ class Run:
 
     def start(self, command: list[str]) -> None:
         child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        # Kept for as long as this runs: a Popen that is let go polls its process, and reaps it if it has ended
+        # (a command that exits at once), before reap() can see its status.
+        self.child = child
         self.pid = child.pid
         for pipe, stream in ((child.stdout, "stdout"), (child.stderr, "stderr")):
             decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")

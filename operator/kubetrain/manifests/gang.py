@@ -4,7 +4,8 @@
   `scheduling.x-k8s.io/pod-group`.
 - Volcano: a `scheduling.volcano.sh/v1beta1` PodGroup; pods carry the annotation `scheduling.k8s.io/group-name`.
 Both hold every worker back until `minAvailable` of them fit at once, with the resources they ask for in
-`minResources`. The launcher is not a member: it starts once the workers are up.
+`minResources` (rank 0's TensorBoard sidecar included). The launcher is not a member: it starts once the workers
+are up.
 """
 
 from __future__ import annotations
@@ -22,9 +23,14 @@ COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
 VOLCANO_ANNOTATION = "scheduling.k8s.io/group-name"
 
 
-def build_pod_group(job: Job, gang: Gang, worker_requests: dict[str, Any]) -> dict[str, Any]:
-    """The job's PodGroup for `gang`'s scheduler; `worker_requests` is what one worker asks for (GPUs included)."""
-    min_resources = {name: _times(value, gang.min_available) for name, value in worker_requests.items()}
+def build_pod_group(job: Job, gang: Gang, worker_requests: dict[str, Any],
+                    sidecar_requests: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The job's PodGroup for `gang`'s scheduler; `worker_requests` is what one worker asks for (GPUs included),
+    `sidecar_requests` what one member's sidecar adds once (rank 0's TensorBoard)."""
+    once = sidecar_requests or {}
+    min_resources = {name: _sum((value, gang.min_available), (once.get(name, 0), 1))
+                     for name, value in worker_requests.items()}
+    min_resources.update({name: _sum((value, 1)) for name, value in once.items() if name not in worker_requests})
     spec: dict[str, Any] = {"minMember": gang.min_available}
     if min_resources:
         spec["minResources"] = min_resources
@@ -49,7 +55,7 @@ def join_gang(pod: dict[str, Any], job: Job, gang: Gang) -> None:
         pod["metadata"].setdefault("annotations", {})[VOLCANO_ANNOTATION] = group
 
 
-def _times(quantity: Any, count: int) -> str:
-    """`count` x a Kubernetes quantity, as a plain-number quantity ("16Gi" x 2 -> "34359738368")."""
-    text = format(parse_quantity(quantity) * count, "f")
+def _sum(*terms: tuple[Any, int]) -> str:
+    """The sum of quantity x count terms, as a plain-number quantity (("16Gi", 2) -> "34359738368")."""
+    text = format(sum(parse_quantity(quantity) * count for quantity, count in terms), "f")
     return text.rstrip("0").rstrip(".") if "." in text else text

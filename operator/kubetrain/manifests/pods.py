@@ -116,7 +116,8 @@ def build_worker_pod_group(job: Job) -> dict[str, Any] | None:
     if gang is None:
         return None
     resources = worker_resources(job)
-    return build_pod_group(job, gang, {**resources.get("limits", {}), **resources.get("requests", {})})
+    sidecar = TENSORBOARD_RESOURCES["requests"] if tensorboard_containers(job, ROLE_WORKER) else None
+    return build_pod_group(job, gang, {**resources.get("limits", {}), **resources.get("requests", {})}, sidecar)
 
 
 def worker_resources(job: Job) -> dict[str, Any]:

@@ -73,7 +73,7 @@ def test_a_process_left_holding_the_output_does_not_keep_the_launcher_running(tm
 
 def test_an_unwritable_termination_log_is_said_and_the_exit_code_kept(tmp_path):
     run = subprocess.run([sys.executable, "-B", str(RUNNER), "openmpi4", str(tmp_path / "missing" / "log"),
-                          "sh", "-c", "exit 5"], capture_output=True, text=True, timeout=10)
+                          "sh", "-c", "exit 5"], capture_output=True, text=True, timeout=60)
     assert run.returncode == 5
     assert f"cannot write the failure report to {tmp_path / 'missing' / 'log'}" in run.stderr
     assert not os.path.exists(tmp_path / "missing")

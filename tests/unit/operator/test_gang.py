@@ -7,12 +7,13 @@ from datetime import timedelta
 
 import pytest
 from dtr_bodies import training
+from kubernetes.utils.quantity import parse_quantity
 from test_plan import NOW, config_children, job_of, worker
 
 from kubetrain import reasons as r
 from kubetrain.api import SpecError, parse_job
 from kubetrain.manifests.launcher import build_launcher_job
-from kubetrain.manifests.pods import build_worker_pod
+from kubetrain.manifests.pods import build_worker_pod, build_worker_pod_group
 from kubetrain.plan import Children, Create, decide
 from kubetrain.sync import waves
 
@@ -54,6 +55,22 @@ def test_a_new_gang_job_creates_its_pod_group_before_its_workers(scheduler, api_
     assert group["spec"]["minResources"] == {"nvidia.com/gpu": "4", "cpu": "1", "memory": "34359738368"}
     assert group["metadata"]["ownerReferences"][0]["kind"] == "DistributedTraining"
     assert ("scheduleTimeoutSeconds" in group["spec"]) == (scheduler == "Coscheduling")
+
+
+def test_rank_0s_tensorboard_counts_once_in_what_the_gang_needs():
+    """A pod's native sidecars count toward what the scheduler must find for it: TensorBoard's requests are added
+    once (it runs beside rank 0 only), and not at all when rank 0 runs on the launcher, which is no member."""
+    on_worker = job_of(**GANG_SPEC, scheduling={"gang": {"scheduler": "Coscheduling"}}, tensorboard={"enabled": True})
+    group = build_worker_pod_group(on_worker)
+    assert group is not None
+    sidecar = build_worker_pod(on_worker, 0)["spec"]["initContainers"][-1]["resources"]["requests"]
+    needs = {name: parse_quantity(value) for name, value in group["spec"]["minResources"].items()}
+    assert needs == {"nvidia.com/gpu": 6, "cpu": parse_quantity("1500m") + parse_quantity(sidecar["cpu"]),
+                     "memory": 3 * parse_quantity("16Gi") + parse_quantity(sidecar["memory"])}
+    on_launcher = job_of(**GANG_SPEC, scheduling={"gang": {"scheduler": "Coscheduling"}},
+                         tensorboard={"enabled": True}, launcher={"runAsWorker": True})
+    group = build_worker_pod_group(on_launcher)
+    assert group is not None and group["spec"]["minResources"]["cpu"] == "1.5"
 
 
 def test_workers_join_the_gang_and_the_launcher_does_not():
