@@ -7,12 +7,12 @@ resume from.
 
 With a `BackgroundWriter` (put it last in the callback list), the callbacks only copy what they need at the end of an
 epoch (the variables' values, the metrics) and hand the file writes, the plot and the Kubernetes status patch to its
-one thread, in order: history, then TensorBoard, then checkpoint, then progress (which names that checkpoint). Every N
-steps the TensorBoard callback also reads the learning rate and hands its write over. Training goes on meanwhile; the
-writer waits for its work when training ends and raises a failed checkpoint save in the training thread. Progress
-is reported by time (`report_interval`), not every epoch, and the last epoch always. Without a writer every callback
-does its work in the training thread, as a crash test needs ("saved" means on disk). `chief_callbacks` builds the
-whole set rank 0 runs.
+one thread, in order: history, then TensorBoard, then checkpoint, then progress (which names that checkpoint and
+sends the history's epochs). Every N steps the TensorBoard callback also reads the learning rate and hands its write
+over. Training goes on meanwhile; the writer waits for its work when training ends and raises a failed checkpoint save
+in the training thread. Progress is reported by time (`report_interval`), not every epoch, and the last epoch always.
+Without a writer every callback does its work in the training thread, as a crash test needs ("saved" means on disk).
+`chief_callbacks` builds the whole set rank 0 runs.
 """
 
 from __future__ import annotations
@@ -181,21 +181,25 @@ class TensorBoardCallback(tf.keras.callbacks.Callback):
 
 
 class ProgressCallback(tf.keras.callbacks.Callback):
-    """Report epoch, step, metrics and the newest checkpoint to the DistributedTraining status.
+    """Report epoch, step, metrics, the earlier epochs of `history` and the newest checkpoint to the
+    DistributedTraining status.
 
     A report goes out at the end of an epoch when `report_interval` seconds have passed since the last one, and at
-    the end of the last epoch (0: every epoch); one held back is sent when training ends.
+    the end of the last epoch (0: every epoch); one held back is sent when training ends. The epochs in between reach
+    the status with the next report, from `history`.
     """
 
     def __init__(self, reporter: ProgressReporter, epochs: int, steps_per_epoch: int,
                  checkpoints: CheckpointCallback | None = None, writer: BackgroundWriter | None = None,
-                 report_interval: float = 0.0, clock: Callable[[], float] = time.monotonic) -> None:
+                 report_interval: float = 0.0, clock: Callable[[], float] = time.monotonic,
+                 history: HistoryLog | None = None) -> None:
         super().__init__()
         self._supports_tf_logs = True
         self.reporter = reporter
         self.epochs = epochs
         self.steps_per_epoch = steps_per_epoch
         self.checkpoints = checkpoints
+        self.history = history
         self.writer = writer
         self.report_interval = report_interval
         self._clock = clock
@@ -220,11 +224,12 @@ class ProgressCallback(tf.keras.callbacks.Callback):
             self._held = None
 
     def _report(self, epoch: int, metrics: dict) -> None:
-        def send() -> None:  # reads the checkpoint once the writer has saved it: tasks run in order
+        def send() -> None:  # reads the checkpoint and the history once the writer has saved them: tasks run in order
             last = self.checkpoints.last if self.checkpoints else None
             self.reporter.report(epoch=epoch, epochs=self.epochs, step=epoch * self.steps_per_epoch,
                                  metrics=metrics, checkpoint_path=last.path if last else None,
-                                 checkpoint_epoch=last.epoch if last else None)
+                                 checkpoint_epoch=last.epoch if last else None,
+                                 history=self.history.records if self.history else ())
 
         run_or_submit(self.writer, send)
 
@@ -235,7 +240,8 @@ def chief_callbacks(context: WorkerContext, manager: CheckpointManager, variable
                     ) -> list[tf.keras.callbacks.Callback]:
     """History after every epoch (json; the plot by time), then TensorBoard (the learning rate also every
     `tensorboard_every_steps` steps), then the checkpoint, then progress in the job's status (by time), all written on
-    one background thread so that training never waits for a disk or the API server."""
+    one background thread so that training never waits for a disk or the API server. The history is history.json's,
+    resumed at `initial_epoch`: the status's history keeps the epochs of the attempts before."""
     history = HistoryLog(manager.directory, title, plot_interval=PLOT_INTERVAL_SECONDS)
     history.resume_at(initial_epoch)
     writer = BackgroundWriter()
@@ -245,5 +251,5 @@ def chief_callbacks(context: WorkerContext, manager: CheckpointManager, variable
     # the resume drops and trains again (`resume_at`); the other order would lose the epoch from them for good.
     return [HistoryCallback(history, writer), TensorBoardCallback(tensorboard, initial_epoch, writer), checkpoints,
             ProgressCallback(ProgressReporter.from_environment(headline=headline), epochs, steps, checkpoints, writer,
-                             report_interval=REPORT_INTERVAL_SECONDS),
+                             report_interval=REPORT_INTERVAL_SECONDS, history=history),
             writer]

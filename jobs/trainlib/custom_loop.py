@@ -95,7 +95,7 @@ class EpochRecorder:
                   inputs: Sequence[tf.TensorSpec] | None = None) -> None:
         """Drop history records and TensorBoard events newer than the restored checkpoint (its steps are
         `epochs_done` whole epochs); with `model`, write its graph for `inputs` (default: its own) to TensorBoard
-        (traced on the writer's thread)."""
+        (traced on the writer's thread). The records kept go on to the status's history with the next report."""
         self.history.resume_at(epochs_done)
         self.steps = epochs_done * self.steps_per_epoch
         tensorboard, steps = self.tensorboard, self.steps
@@ -132,7 +132,8 @@ class EpochRecorder:
         log.info("epoch %d/%d: %s; saved %s", epoch, self.epochs,
                  ", ".join(f"{key} {float(value):.4g}" for key, value in metrics.items()), self.last.path)
         self.reporter.report(epoch=epoch, epochs=self.epochs, step=epoch * self.steps_per_epoch, metrics=metrics,
-                             checkpoint_path=self.last.path, checkpoint_epoch=self.last.epoch)
+                             checkpoint_path=self.last.path, checkpoint_epoch=self.last.epoch,
+                             history=self.history.records)
 
     def finish(self) -> Checkpoint | None:
         """Draw the history's last curve, wait for every write, raise the first failure; returns the newest

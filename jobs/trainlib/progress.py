@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
 
 from trainlib.resume_policy import Written
@@ -55,13 +55,17 @@ class ProgressReporter:
 
     def report(self, *, epoch: int, epochs: int, step: int, metrics: Mapping[str, object],
                checkpoint_path: str | None = None, checkpoint_epoch: int | None = None,
-               now: datetime | None = None) -> bool:
-        """Patch the status; True when the API accepted it, False when off or failed (logged, never raised)."""
+               history: Iterable[Mapping[str, object]] = (), now: datetime | None = None) -> bool:
+        """Patch the status; True when the API accepted it, False when off or failed (logged, never raised).
+
+        `history` is the run's earlier epochs as history.json holds them (`HistoryLog.records`). After a resume they
+        include the epochs of the attempts before, so status.progress.history starts at epoch 1.
+        """
         if not self.enabled or self._patch is None:
             return False
         body = build_status_patch(epoch=epoch, epochs=epochs, step=step, metrics=metrics,
                                   updated_at=now or datetime.now(timezone.utc), checkpoint_path=checkpoint_path,
-                                  checkpoint_epoch=checkpoint_epoch, headline=self.headline)
+                                  checkpoint_epoch=checkpoint_epoch, headline=self.headline, history=history)
         return self._send(body)
 
     def report_resume(self, resumed: Written | None) -> bool:

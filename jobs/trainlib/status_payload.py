@@ -2,17 +2,23 @@
 
 The operator owns every other status field (the chart's admission policy refuses a pod any other): a training
 program only ever sets these two (merge patch): `status.progress = {epoch, epochs, step, metrics: {name: float},
-headline, updatedAt}` and `status.checkpoint = {path, epoch, resumedFrom: {path, epoch, writtenAt, jobUID}}`.
-`headline` names the metric the program is judged by (`kubectl get dtr` shows it).
+headline, history: [{epoch, metrics}], updatedAt}` and `status.checkpoint = {path, epoch, resumedFrom: {path, epoch,
+writtenAt, jobUID}}`. `headline` names the metric the program is judged by (`kubectl get dtr` shows it). `history`
+holds the last HISTORY_EPOCHS epochs, the current one last.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 
 from trainlib.metrics import finite_metrics
 from trainlib.resume_policy import Written
+
+# Epochs in status.progress.history; the CRD's maxItems is the same number (a unit test compares them). The status goes
+# to every watcher (the operator, `kubectl get -w`, notebooks) on every report. An epoch of 5 metrics is about 180
+# bytes of JSON, so 100 epochs add about 18 KB. history.json next to the checkpoints keeps every epoch.
+HISTORY_EPOCHS = 100
 
 
 def rfc3339(moment: datetime) -> str:
@@ -22,21 +28,42 @@ def rfc3339(moment: datetime) -> str:
 
 def build_status_patch(*, epoch: int, epochs: int, step: int, metrics: Mapping[str, object], updated_at: datetime,
                        checkpoint_path: str | None = None, checkpoint_epoch: int | None = None,
-                       headline: str | None = None) -> dict:
+                       headline: str | None = None, history: Iterable[Mapping[str, object]] = ()) -> dict:
     """The merge-patch body for the status subresource.
 
     `epoch` counts completed epochs (1-based), `step` completed optimizer steps. Metrics that are not finite numbers
-    (NaN, inf, strings) are left out: JSON and the CRD schema take finite floats only. The checkpoint block is included
-    only when a checkpoint is known.
+    (NaN, inf, strings) are left out: JSON and the CRD schema take finite floats only. `history` is the run's records
+    as history.json holds them (see `progress_history`). The checkpoint block is included only when a checkpoint is
+    known.
     """
     progress: dict[str, object] = {"epoch": int(epoch), "epochs": int(epochs), "step": int(step),
-                                   "metrics": finite_metrics(metrics), "updatedAt": rfc3339(updated_at)}
+                                   "metrics": finite_metrics(metrics),
+                                   "history": progress_history(history, epoch, metrics),
+                                   "updatedAt": rfc3339(updated_at)}
     if headline is not None:
         progress["headline"] = headline
     status: dict[str, object] = {"progress": progress}
     if checkpoint_path is not None and checkpoint_epoch is not None:
         status["checkpoint"] = {"path": checkpoint_path, "epoch": int(checkpoint_epoch)}
     return {"status": status}
+
+
+def progress_history(records: Iterable[Mapping[str, object]], epoch: int,
+                     metrics: Mapping[str, object]) -> list[dict[str, object]]:
+    """status.progress.history: `[{epoch, metrics}]` in epoch order, at most HISTORY_EPOCHS, ending with `epoch`.
+
+    `records` are history.json's (`{"epoch": n, <metric>: value, ...}`). Those of `epoch` and later are left out:
+    `metrics` is this epoch's. A merge patch replaces a list whole, so every report sends the whole list.
+    """
+    entries: dict[int, dict[str, object]] = {}
+    for record in records:
+        number = record.get("epoch")
+        if isinstance(number, int) and 1 <= number < epoch:
+            entries[number] = {"epoch": number, "metrics": finite_metrics(
+                {name: value for name, value in record.items() if name != "epoch"})}
+    if epoch >= 1:
+        entries[int(epoch)] = {"epoch": int(epoch), "metrics": finite_metrics(metrics)}
+    return [entries[number] for number in sorted(entries)][-HISTORY_EPOCHS:]
 
 
 def build_resume_patch(resumed: Written | None) -> dict:

@@ -1,6 +1,7 @@
 """Rank 0 of a real training run reports progress into the job's status with its pod's ServiceAccount token, which the
-chart's admission policy lets write this job's progress only; a job re-created under the same name says which
-checkpoint it resumed and which job wrote it, or starts fresh when its spec says so."""
+chart's admission policy lets write this job's progress only; its last epochs go with every report, bounded by the
+CRD; a job re-created under the same name says which checkpoint it resumed and which job wrote it, its history
+starting with the epochs before, or starts fresh when its spec says so."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
-from tests.support.chart import progress_access, report_progress, token_kubeconfig
+from tests.support.chart import patch_status, progress_access, report_progress, token_kubeconfig
 from tests.support.cluster import ControlPlane, KubectlError, wait_until
 from tests.support.operator_harness import (
     OperatorProcess,
@@ -24,6 +26,7 @@ from tests.support.operator_harness import (
     wait_for_pods,
     wait_gone,
 )
+from trainlib.status_payload import HISTORY_EPOCHS, build_status_patch
 
 
 @pytest.fixture
@@ -128,6 +131,32 @@ def recreate(plane: ControlPlane, namespace: str, body: dict) -> str:
     return uid
 
 
+def test_rank_zero_reports_its_last_epochs_and_still_nothing_but_progress_and_checkpoint(
+    control_plane: ControlPlane, namespace: str, operator: OperatorProcess, tmp_path: Path
+) -> None:
+    recreate(control_plane, namespace, training("long", workers=1, resources={"gpusPerWorker": 0}))
+    kubeconfig = token_kubeconfig(control_plane, namespace, "default", tmp_path / "job.kubeconfig",
+                                  pod="long-worker-0")
+    epoch = HISTORY_EPOCHS + 50
+    records = [{"epoch": done, "loss": 1.0 / done} for done in range(1, epoch)]  # history.json's
+    body = build_status_patch(epoch=epoch, epochs=epoch, step=epoch * 10, metrics={"loss": 1.0 / epoch},
+                              updated_at=datetime.now(timezone.utc), headline="loss", history=records)
+    assert patch_status(kubeconfig, namespace, "long", body) is None, "rank 0's report with its history"
+    status = wait_until(lambda: (s := control_plane.get("dtr", "long", namespace)["status"])["progress"].get(
+        "summary") == f"{epoch}/{epoch}" and s, message="the operator to write the progress summary")
+    history = status["progress"]["history"]
+    assert [entry["epoch"] for entry in history] == list(range(51, epoch + 1)), "the last epochs, after the operator's"
+    assert history[-1]["metrics"] == {"loss": 1.0 / epoch}
+
+    longer = {"status": {"progress": {"history": [{"epoch": 1, "metrics": {}}] * (HISTORY_EPOCHS + 1)}}}
+    refused = patch_status(kubeconfig, namespace, "long", longer)
+    assert refused is not None and f"must have at most {HISTORY_EPOCHS} items" in refused, refused
+    body["status"]["restarts"] = 9  # the operator counts restarts
+    refused = patch_status(kubeconfig, namespace, "long", body)
+    assert refused is not None and refused.startswith("403"), refused
+    assert "may report only status.progress and status.checkpoint; refused: status.restarts" in refused, refused
+
+
 def test_a_job_re_created_under_its_name_says_whose_checkpoint_it_resumed_or_starts_fresh(
     control_plane: ControlPlane, namespace: str, operator: OperatorProcess, tmp_path: Path
 ) -> None:
@@ -137,7 +166,8 @@ def test_a_job_re_created_under_its_name_says_whose_checkpoint_it_resumed_or_sta
     body = training("again", workers=1, resources={"gpusPerWorker": 0})
     first = recreate(control_plane, namespace, body)
     train_as_rank_zero(control_plane, namespace, "again", data, checkpoints, tmp_path, epochs=1)
-    written = control_plane.get("dtr", "again", namespace)["status"]["checkpoint"]
+    reported = control_plane.get("dtr", "again", namespace)["status"]
+    written = reported["checkpoint"]
     assert written["epoch"] == 1 and written.get("resumedFrom") is None
 
     second = recreate(control_plane, namespace, body)  # the default, spec.checkpoint.resume: Always
@@ -158,6 +188,9 @@ def test_a_job_re_created_under_its_name_says_whose_checkpoint_it_resumed_or_sta
                  and e["reason"] == "ResumedFromAnotherJob"]
     assert [(e["type"], e["message"]) for e in announced] == [("Warning", condition["message"])]
     assert status["progress"]["epoch"] == 2
+    history = status["progress"]["history"]
+    assert [entry["epoch"] for entry in history] == [1, 2], "the resumed run's history starts with the epoch before"
+    assert history[0]["metrics"] == pytest.approx(reported["progress"]["metrics"]), "as the job before reported it"
 
     body["spec"]["checkpoint"] = {"resume": "SameJob"}
     recreate(control_plane, namespace, body)
@@ -165,5 +198,6 @@ def test_a_job_re_created_under_its_name_says_whose_checkpoint_it_resumed_or_sta
     assert f"spec.checkpoint.resume is SameJob and another job (uid {second}) wrote it" in run.stderr + run.stdout
     status = control_plane.get("dtr", "again", namespace)["status"]
     assert status["checkpoint"]["epoch"] == 1 and status["checkpoint"].get("resumedFrom") is None
+    assert [entry["epoch"] for entry in status["progress"]["history"]] == [1], "a fresh start has its own epoch only"
     folders = sorted(p.name for p in checkpoints.iterdir() if p.is_dir())  # the set-aside one and TensorBoard's
     assert len(folders) == 2 and folders[0].startswith("superseded-") and folders[1] == "tensorboard", folders

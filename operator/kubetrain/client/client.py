@@ -56,7 +56,7 @@ class Client:
         with _cluster_answers():
             self.cluster = kube.connect()
         self.namespace = namespace or self.cluster.namespace
-        # Each job's epochs as `wait` saw them: the status keeps only the latest.
+        # Each job's epochs as `wait` saw them: the status keeps the last ones (an older trainlib's, the latest only).
         self._seen: dict[str, list[Job]] = {}
 
     def create(self, job: JobSource | None = None, /, *, name: str | None = None, image: str | None = None,
@@ -81,11 +81,14 @@ class Client:
 
     def get(self, name: str) -> Job:
         """The job as it is now; JobNotFound when there is none."""
+        return job_from_body(self._body(name))
+
+    def _body(self, name: str) -> dict[str, Any]:
         with _cluster_answers():
             body, _ = kube.list_training(self.cluster, self.namespace, name)
         if body is None:
             raise JobNotFound(follow.not_found(self.namespace, name))
-        return job_from_body(body)
+        return body
 
     def list(self) -> builtins.list[Job]:
         """Every job of the namespace, by name."""
@@ -131,12 +134,14 @@ class Client:
         return last
 
     def history(self, name: str, as_frame: bool = False) -> Any:
-        """The job's metrics per epoch: rows `{"epoch": n, <metric>: value, ...}` (a DataFrame with `as_frame`).
+        """The job's metrics per epoch: rows `{"epoch": n, <metric>: value, ...}` in epoch order (a DataFrame
+        indexed by epoch with `as_frame`). JobNotFound when there is no such job.
 
-        The status holds rank 0's latest epoch only. So the rows are the epochs this client's `wait` saw, and the
-        epoch the status holds now. Epochs that passed while nothing watched are not in it.
+        The rows are the status's history, which any client reads, also after the job ended: rank 0's last epochs
+        (status.progress.history, at most 100). Older epochs come from what this client's `wait` saw. A job whose
+        rank 0 sends no history (an older trainlib) has the epochs `wait` saw and the latest one.
         """
-        rows = jobs.history_rows([*self._seen.get(name, []), self.get(name)])
+        rows = jobs.job_history(self._body(name), self._seen.get(name, []))
         return jobs.as_frame(rows) if as_frame else rows
 
     @overload

@@ -1,4 +1,4 @@
-"""A job as the notebook sees it (`Job`) and its per-epoch history, from status snapshots. Pure."""
+"""A job as the notebook sees it (`Job`) and its per-epoch history, from its status and the snapshots seen. Pure."""
 
 from __future__ import annotations
 
@@ -43,16 +43,40 @@ def job_from_body(body: Mapping[str, Any]) -> Job:
 
 
 def history_rows(seen: Iterable[Job]) -> list[dict[str, Any]]:
-    """One row per epoch, `{"epoch": n, <metric>: value, ...}`, in epoch order.
+    """One row per epoch, `{"epoch": n, <metric>: value, ...}`, in epoch order, from the epochs seen.
 
-    The status holds only the latest epoch, so the rows are the epochs seen. Where an epoch was seen twice (a restart
-    that resumed from an earlier checkpoint trains it again), the later one wins.
+    Where an epoch was seen twice (a restart that resumed from an earlier checkpoint trains it again), the later one
+    wins.
     """
     rows: dict[int, dict[str, Any]] = {}
     for job in seen:
         if job.epoch is not None and job.metrics:
             rows[job.epoch] = {"epoch": job.epoch, **job.metrics}
     return [rows[epoch] for epoch in sorted(rows)]
+
+
+def reported_rows(body: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The rows of status.progress.history, in epoch order; None when rank 0 sent no history (an older trainlib)."""
+    progress = (body.get("status") or {}).get("progress") or {}
+    entries = progress.get("history")
+    if not isinstance(entries, list):
+        return None
+    rows = {entry["epoch"]: {"epoch": entry["epoch"], **(entry.get("metrics") or {})}
+            for entry in entries if isinstance(entry, Mapping) and isinstance(entry.get("epoch"), int)}
+    return [rows[epoch] for epoch in sorted(rows)]
+
+
+def job_history(body: Mapping[str, Any], seen: Iterable[Job]) -> list[dict[str, Any]]:
+    """The job's rows: its status's history, after the seen epochs older than it (it keeps the last epochs only).
+
+    A status without a history holds the latest epoch alone: then the rows are the epochs seen and that one.
+    """
+    reported = reported_rows(body)
+    if reported is None:
+        return history_rows([*seen, job_from_body(body)])
+    first = reported[0]["epoch"] if reported else None
+    older = [row for row in history_rows(seen) if first is None or row["epoch"] < first]
+    return older + reported
 
 
 def as_frame(rows: list[dict[str, Any]]) -> Any:

@@ -100,10 +100,11 @@ def test_running_launcher_means_running() -> None:
     job = job_of()
     batch, pod = launcher(job)
     children = Children(pods=[worker(job, 0), worker(job, 1), pod], jobs=[batch], **config_children(job))
-    plan = decide(
-        job, {"phase": r.STARTING, "progress": {"epoch": 3, "epochs": 30, "metrics": {"loss": 0.5}}}, children, NOW
-    )
+    history = [{"epoch": epoch, "metrics": {"loss": 1.0 / epoch}} for epoch in (1, 2, 3)]
+    plan = decide(job, {"phase": r.STARTING, "progress": {"epoch": 3, "epochs": 30, "metrics": {"loss": 0.5},
+                                                          "history": history}}, children, NOW)
     assert plan.status["phase"] == r.RUNNING
+    # the operator's merge patch names the summary alone: rank 0's fields, its history too, stay as they are
     assert plan.status["progress"] == {"summary": "3/30"} and plan.status["metric"] == "loss=0.5000"
     assert [e.reason for e in plan.events] == [r.LAUNCHER_RUNNING]
 

@@ -1,6 +1,6 @@
 """kubetrain.client as a notebook uses it: jobs built from keyword arguments, refused before anything is sent with the
-field named, followed to the end with a callback per change, and the epochs seen kept as history. The cluster is
-replaced by a script of what it answers."""
+field named, followed to the end with a callback per change, and its history from the status (or, without one there,
+the epochs seen). The cluster is replaced by a script of what it answers."""
 
 from __future__ import annotations
 
@@ -195,12 +195,47 @@ def test_history_has_one_row_per_epoch_seen_the_later_one_winning() -> None:
     assert history_rows([]) == []
 
 
-def test_history_adds_the_epoch_the_status_holds_now(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_a_status_history_history_adds_the_epoch_the_status_holds_now(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A program on an older trainlib reports its latest epoch only."""
     Cluster(monkeypatch, job("Running", 1), job("Succeeded", 2), stored=job("Succeeded", 3))
     client = Client()
     client.wait("mnist")
     assert [row["epoch"] for row in client.history("mnist")] == [1, 2, 3]
     assert [row["epoch"] for row in Client().history("mnist")] == [3], "another client saw only the status"
+
+
+def reported(body: dict[str, Any], *epochs: int) -> dict[str, Any]:
+    """`body` with status.progress.history as rank 0 sends it: `epochs`, loss 1/epoch."""
+    body["status"]["progress"]["history"] = [{"epoch": epoch, "metrics": {"loss": 1.0 / epoch}} for epoch in epochs]
+    return body
+
+
+def test_history_is_the_status_history_for_a_client_that_never_waited(monkeypatch: pytest.MonkeyPatch) -> None:
+    Cluster(monkeypatch, stored=reported(job("Succeeded", 3), 3, 1, 2))
+    assert Client().history("mnist") == [{"epoch": 1, "loss": 1.0}, {"epoch": 2, "loss": 0.5},
+                                         {"epoch": 3, "loss": 1.0 / 3}]
+    frame = Client().history("mnist", as_frame=True)
+    assert list(frame.index) == [1, 2, 3] and frame.loc[2, "loss"] == 0.5
+
+
+def test_the_status_history_wins_over_the_epochs_seen_and_older_ones_seen_come_first(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The status keeps the last epochs only: epochs this client saw before them are kept."""
+    Cluster(monkeypatch, job("Running", 1, loss=0.9), job("Running", 2, loss=0.8), job("Succeeded", 3),
+            stored=reported(job("Succeeded", 3), 2, 3))
+    client = Client()
+    client.wait("mnist")
+    assert client.history("mnist") == [{"epoch": 1, "loss": 0.9}, {"epoch": 2, "loss": 0.5},
+                                       {"epoch": 3, "loss": 1.0 / 3}]
+
+
+def test_history_of_a_job_that_is_gone_is_job_not_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    Cluster(monkeypatch, stored=None)
+    with pytest.raises(JobNotFound):
+        Client().history("mnist")
 
 
 def test_history_as_a_frame_needs_pandas(monkeypatch: pytest.MonkeyPatch) -> None:

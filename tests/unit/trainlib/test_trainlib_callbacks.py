@@ -62,6 +62,26 @@ def test_progress_goes_out_by_time_the_last_epoch_always_and_a_held_one_at_the_e
     assert sent[-1]["epoch"] == 6 and sent[-1]["step"] == 60, "the last epoch is never held back"
 
 
+def test_progress_sends_every_epoch_of_the_history_also_the_held_ones_and_a_resumed_runs_earlier_ones(tmp_path):
+    earlier = HistoryLog(str(tmp_path), "run", plot_interval=3600.0)
+    for epoch in (1, 2, 3):
+        earlier.append(epoch, {"loss": 1.0 / epoch})
+    history = HistoryLog(str(tmp_path), "run", plot_interval=3600.0)  # rank 0 restarted
+    history.resume_at(2)  # from the checkpoint of epoch 2
+    sent, clock, writer = [], Clock(), BackgroundWriter()
+    reporter = ProgressReporter("ns", "job", lambda namespace, name, body: sent.append(body["status"]["progress"]))
+    callbacks = [HistoryCallback(history, writer),
+                 ProgressCallback(reporter, epochs=6, steps_per_epoch=10, writer=writer, report_interval=15.0,
+                                  clock=clock, history=history), writer]
+    for epoch, now in ((2, 1.0), (3, 5.0), (4, 17.0)):  # Keras numbers from 0: epochs 3, 4 and 5
+        clock.now = now
+        for callback in callbacks:
+            callback.on_epoch_end(epoch, {"loss": 1.0 / (epoch + 1)})
+    writer.flush()
+    assert [progress["epoch"] for progress in sent] == [3, 5], "epoch 4 came too soon after a report"
+    assert sent[-1]["history"] == [{"epoch": epoch, "metrics": {"loss": 1.0 / epoch}} for epoch in range(1, 6)]
+
+
 def test_checkpoint_history_and_progress_written_in_the_background_name_the_same_epoch(tmp_path):
     patches, writer = [], BackgroundWriter()
     reporter = ProgressReporter("ns", "job", lambda namespace, name, body: patches.append(body["status"]))

@@ -49,6 +49,25 @@ def test_record_saves_checkpoint_history_and_reports_progress(tmp_path):
     assert progress["checkpoint"]["epoch"] == 3
 
 
+def test_a_resumed_recorder_reports_the_earlier_attempts_epochs_from_history_json(tmp_path):
+    """Rank 0 restarts from the checkpoint of epoch 2: the status's history still starts at epoch 1."""
+    first = EpochRecorder(CheckpointManager(str(tmp_path), keep=3), HistoryLog(str(tmp_path), "demo"),
+                          ProgressReporter("ns", "job", None), epochs=4, steps_per_epoch=10)
+    weights = tf.Variable([1.0])
+    for epoch in (1, 2, 3):
+        first.record(epoch, {"loss": 1.0 / epoch}, {"model": [weights]})
+    patches = []
+    resumed = EpochRecorder(CheckpointManager(str(tmp_path), keep=3), HistoryLog(str(tmp_path), "demo"),
+                            ProgressReporter("ns", "job", lambda namespace, name, body: patches.append(body)),
+                            epochs=4, steps_per_epoch=10)
+    resumed.resume_at(2)  # the checkpoint restored is epoch 2's: epoch 3 is trained again
+    resumed.record(3, {"loss": 0.3, "accuracy": float("nan")}, {"model": [weights]})
+    resumed.finish()
+    assert patches[0]["status"]["progress"]["history"] == [
+        {"epoch": 1, "metrics": {"loss": 1.0}}, {"epoch": 2, "metrics": {"loss": 0.5}},
+        {"epoch": 3, "metrics": {"loss": 0.3}}]
+
+
 def test_with_a_writer_record_returns_before_the_writes_and_saves_the_weights_of_its_epoch(tmp_path):
     released, patches = threading.Event(), []
 
