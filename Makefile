@@ -7,6 +7,9 @@ RUNS ?= runs/demo
 LANES ?= 2
 # The training programs: each package under jobs/ that ships a job.yaml (images/build.sh and tests find them so too).
 PROGRAMS := $(patsubst jobs/%/job.yaml,%,$(wildcard jobs/*/job.yaml))
+# Each run's per-test times (JUnit XML), kept on the machine with the other caches: where CI's time goes.
+REPORTS := $(or $(KUBETRAIN_CACHE),$(HOME)/.cache/kubetrain)/test-reports
+RUN_ID := $(shell date -u +%Y%m%dT%H%M%SZ)-$(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
 .PHONY: setup demo test unit lint images
 
@@ -29,11 +32,13 @@ test: lint unit images
 	tests/controlplane/build-kueue.sh
 	tests/bench/peer/build.sh
 	tests/e2e/kind-node/build.sh
+	mkdir -p $(REPORTS)
 	$(PY) -m pytest -q tests --ignore=tests/unit -p no:cacheprovider --durations=25 \
-	  -n $(LANES) --dist loadgroup --no-loadscope-reorder
+	  -n $(LANES) --dist loadgroup --no-loadscope-reorder --junitxml=$(REPORTS)/$(RUN_ID)-tiers.xml
 
 unit: setup
-	$(PY) -m pytest -q tests/unit -p no:cacheprovider
+	mkdir -p $(REPORTS)
+	$(PY) -m pytest -q tests/unit -p no:cacheprovider --junitxml=$(REPORTS)/$(RUN_ID)-unit.xml
 
 # Python (ruff, mypy), every shell script (shellcheck: .ci/shell-scripts lists them) and Dockerfile (hadolint).
 lint: setup
