@@ -72,8 +72,7 @@ RANKS_TRAIN_FROM = re.compile(r"(\d+) ranks train from epoch (\d+), step (\d+)")
 FAILING_RANK_LINES = ["Traceback (most recent call last):", "ValueError: rank 1 gives up"]
 FAILING_RANK = ["sh", "-c", 'echo "rank $OMPI_COMM_WORLD_RANK up"; if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then sleep 2; '
                 f'printf "{FAILING_RANK_LINES[0]}\\n{FAILING_RANK_LINES[1]}\\n" >&2; exit 3; fi; sleep 300']
-# The epochs TensorBoard shows in the README's screenshot, and the charts it shows (a regular expression).
-SHOWN_EPOCHS = 5
+# The charts of the README's TensorBoard screenshot (a regular expression of tags).
 TENSORBOARD_TAGS = urllib.parse.quote("epoch/(loss|val_accuracy)", safe="")
 # Fewer colours than this is a blank page or terminal (drawn text alone brings dozens of shades).
 SCREENSHOT_COLOURS = 20
@@ -264,16 +263,18 @@ def test_tensorboard(jobs: Jobs, installed: KindCluster) -> None:
 
 
 def take_screenshots(jobs: Jobs, name: str, url: str) -> None:
-    """The README's pictures of a running job, into the artifacts directory, at epoch SHOWN_EPOCHS: its curves in
-    TensorBoard (at `url`) in headless chromium, and `kubetrain status NAME --watch` in an xterm, started epochs
-    before so that its bar shows an ETA. Neither may be blank."""
+    """The README's pictures of a running job, into the artifacts directory: `kubetrain status NAME --watch` in an
+    xterm once it has seen two more progress reports (its bar then shows an ETA), and the curves in TensorBoard (at
+    `url`) in headless chromium. Neither may be blank."""
     missing = screenshots.missing_tools()
     assert not missing, f"the screenshots need {missing}, which .ci/setup installs"
     folder = jobs.cluster.settings.artifacts
     with screenshots.terminal([*KUBETRAIN, "status", name, "-n", NAMESPACE, "--watch"], jobs.cluster.env(),
                               f"kubetrain status {name} --watch", columns=112, rows=18) as capture:
-        jobs.wait_for(name, f"{SHOWN_EPOCHS} reported epochs", lambda status: True
-                      if (field(status, "progress.epoch") or 0) >= SHOWN_EPOCHS else None)
+        reported = field(jobs.status(name), "progress.epoch") or 0
+        for _ in range(2):  # the bar's ETA is the pace between the reports the watch saw
+            reported = jobs.wait_for(name, f"a report after epoch {reported}", lambda status, after=reported:
+                                     epoch if (epoch := field(status, "progress.epoch") or 0) > after else None)
         time.sleep(2)  # the watch's line of the epoch, and TensorBoard's next read of the event files
         watch = capture(folder / "status-watch.png")
     board = screenshots.page(f"{url}?darkMode=false#scalars&tagFilter={TENSORBOARD_TAGS}&_smoothingWeight=0",
