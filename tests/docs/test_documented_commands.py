@@ -157,6 +157,9 @@ NOT_RUN = {
     "kubetrain wait cifar-mixup": f"{FOLLOW}; the kind tier's test_own_image and test_a_failing_rank_is_named_in_the_"
                                   "status_and_kubetrain_wait_exits_1 run it on jobs that succeed and fail",
     "kubectl describe dtr": MENTION,
+    "kubetrain status --watch": MENTION,
+    "kubetrain tensorboard NAME --port P": f"{PLACEHOLDER}; {KIND_CLUSTER} (test_tensorboard)",
+    "helm upgrade --reuse-values --set replicas=2": f"{MENTION}: docs/install.md's upgrade, which the kind tier runs",
     "kubectl apply -f jobs/cifar_mixup/job.yaml && kubetrain wait cifar-mixup":
         f"{CLUSTER}; tests/controlplane/test_documented_yaml.py sends this file to the API server (dry run) and "
         "tests/controlplane/test_cli_follow.py runs `kubetrain wait cifar-mixup` on a job of that name",
