@@ -108,7 +108,7 @@ def test_own_image(jobs: Jobs, installed: KindCluster) -> None:
     wait` follows it and exits 0 when it has Succeeded."""
     name = "own-image"
     jobs.apply(own_image(name, installed.push(OWN_IMAGE)))
-    waited = kubetrain(jobs, "wait", name, "--timeout", str(jobs.cluster.settings.timeout))
+    waited = kubetrain_wait(jobs, name)
     assert (waited.returncode, waited.stdout.split(":")[0]) == (0, f"{NAMESPACE}/{name} Succeeded"), \
         f"kubetrain wait exited {waited.returncode}: {waited.stdout}{waited.stderr}"
     log = jobs.launcher_log(name, "--timestamps")
@@ -313,7 +313,7 @@ def test_a_failing_rank_is_named_in_the_status_and_kubetrain_wait_exits_1(jobs: 
     body["spec"]["command"] = FAILING_RANK
     body["spec"]["runPolicy"] = {"backoffLimit": 0}
     jobs.apply(body)
-    waited = kubetrain(jobs, "wait", name, "--timeout", str(jobs.cluster.settings.timeout))
+    waited = kubetrain_wait(jobs, name)
     assert (waited.returncode, waited.stdout.split(":")[0]) == (1, f"{NAMESPACE}/{name} Failed"), \
         f"kubetrain wait exited {waited.returncode}: {waited.stdout}{waited.stderr}"
     failure = jobs.status(name).get("failure") or {}
@@ -387,10 +387,17 @@ def test_uninstall(installed: KindCluster) -> None:
     assert claim_names(installed) == claims, f"the claims changed: {claims} -> {claim_names(installed)}"
 
 
-def kubetrain(jobs: Jobs, command: str, name: str, *options: str) -> subprocess.CompletedProcess[str]:
+def kubetrain(jobs: Jobs, command: str, name: str, *options: str, timeout: float = 300
+              ) -> subprocess.CompletedProcess[str]:
     """`kubetrain <command> <name> -n <namespace> [options]` as the cluster's admin."""
     return subprocess.run([*KUBETRAIN, command, name, "-n", NAMESPACE, *options], capture_output=True, text=True,
-                          env=jobs.cluster.env(), timeout=jobs.cluster.settings.timeout + 60)
+                          env=jobs.cluster.env(), timeout=timeout)
+
+
+def kubetrain_wait(jobs: Jobs, name: str) -> subprocess.CompletedProcess[str]:
+    """`kubetrain wait <name>` with the settings' training timeout."""
+    seconds = jobs.cluster.settings.timeout
+    return kubetrain(jobs, "wait", name, "--timeout", str(seconds), timeout=seconds + 60)
 
 
 def kubetrain_logs(jobs: Jobs, name: str, *options: str) -> subprocess.CompletedProcess[str]:

@@ -1,10 +1,11 @@
 """Screenshots as a user would take them: a page in a real headless browser (Debian's chromium), and a command in a
-real terminal (xterm on a virtual X display, Xvfb, captured with ImageMagick's `import`). Each returns the PNG's
-path; `missing_tools()` names what this machine lacks (.ci/setup installs them)."""
+real terminal (xterm on a virtual X display, Xvfb, captured with ImageMagick's `import`). `missing_tools()` names what
+this machine lacks (.ci/setup installs them)."""
 
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import subprocess
 import tempfile
@@ -54,9 +55,12 @@ def terminal(command: Sequence[str], env: Mapping[str, str], prompt: str, column
     The window shows `$ prompt` first, as if typed. The block gets `capture(path)`, which writes the window as it is
     now as a PNG; the command must still be running then (ScreenshotError otherwise). Everything stops at the end.
     """
-    display = f":{_free_display()}"
-    screen = subprocess.Popen(["Xvfb", display, "-screen", "0", "1600x900x24", "-nolisten", "tcp"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # Xvfb picks a free display itself and writes its number to -displayfd once it accepts clients.
+    ready, told = os.pipe()
+    screen = subprocess.Popen(["Xvfb", "-displayfd", str(told), "-screen", "0", "1600x900x24", "-nolisten", "tcp"],
+                              pass_fds=(told,), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    os.close(told)
+    display = ""
     xterm: subprocess.Popen[bytes] | None = None
     with tempfile.TemporaryDirectory(prefix="kubetrain-xterm-") as folder:
         window = Path(folder) / "window"  # xterm tells its command the window's id ($WINDOWID)
@@ -71,14 +75,15 @@ def terminal(command: Sequence[str], env: Mapping[str, str], prompt: str, column
             return path
 
         try:
-            _wait_for_display(display, screen)
+            display = _display_of(screen, ready)
             xterm = subprocess.Popen(["xterm", "-display", display, "-geometry", f"{columns}x{rows}+0+0", "-fa",
                                       FONT, "-fs", str(FONT_SIZE), "-bg", "black", "-fg", "white", "+sb", "-e", "sh",
                                       "-c", SHOW_PROMPT, str(window), prompt, *command],
                                      env={**env, "DISPLAY": display}, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE)
+                                     stderr=subprocess.DEVNULL)
             yield capture
         finally:
+            os.close(ready)
             for process in (xterm, screen):
                 if process is not None and process.poll() is None:
                     process.terminate()
@@ -92,19 +97,16 @@ def colours(path: Path) -> int:
     return len(found or [])
 
 
-def _free_display() -> int:
-    """A display number no X server holds (by its lock file)."""
-    number = 90 + os.getpid() % 100
-    while Path(f"/tmp/.X{number}-lock").exists():
-        number += 1
-    return number
-
-
-def _wait_for_display(display: str, screen: subprocess.Popen[bytes]) -> None:
-    number = display.lstrip(":")
+def _display_of(screen: subprocess.Popen[bytes], ready: int) -> str:
+    """The display Xvfb serves, once it says it is ready; ScreenshotError with what it printed if it does not."""
+    told = b""
     deadline = time.monotonic() + DISPLAY_WAIT_SECONDS
-    while not Path(f"/tmp/.X11-unix/X{number}").exists():
-        if screen.poll() is not None or time.monotonic() > deadline:
-            said = screen.stderr.read().decode(errors="replace") if screen.stderr else ""
-            raise ScreenshotError(f"Xvfb {display} did not start: {said[-2000:]}")
-        time.sleep(0.1)
+    while not told.endswith(b"\n"):
+        readable, _, _ = select.select([ready], [], [], max(0.0, deadline - time.monotonic()))
+        chunk = os.read(ready, 16) if readable else b""
+        if not chunk:
+            screen.kill()
+            said = screen.communicate()[1].decode(errors="replace")
+            raise ScreenshotError(f"Xvfb did not start within {DISPLAY_WAIT_SECONDS} s: {said[-2000:]}")
+        told += chunk
+    return f":{told.decode().strip()}"

@@ -28,9 +28,8 @@ def build_pod_group(job: Job, gang: Gang, worker_requests: dict[str, Any],
     """The job's PodGroup for `gang`'s scheduler; `worker_requests` is what one worker asks for (GPUs included),
     `sidecar_requests` what one member's sidecar adds once (rank 0's TensorBoard)."""
     once = sidecar_requests or {}
-    min_resources = {name: _sum((value, gang.min_available), (once.get(name, 0), 1))
-                     for name, value in worker_requests.items()}
-    min_resources.update({name: _sum((value, 1)) for name, value in once.items() if name not in worker_requests})
+    min_resources = {name: _sum((worker_requests.get(name, 0), gang.min_available), (once.get(name, 0), 1))
+                     for name in {**worker_requests, **once}}
     spec: dict[str, Any] = {"minMember": gang.min_available}
     if min_resources:
         spec["minResources"] = min_resources
