@@ -7,7 +7,8 @@ RUNS ?= runs/demo
 LANES ?= 2
 # The training programs: each package under jobs/ that ships a job.yaml (images/build.sh and tests find them so too).
 PROGRAMS := $(patsubst jobs/%/job.yaml,%,$(wildcard jobs/*/job.yaml))
-# Each run's per-test times (JUnit XML), kept on the machine with the other caches: where CI's time goes.
+# Each run's per-test times (JUnit XML) and the CPU's use during the tiers (vmstat every 10 s), kept on the machine with
+# the other caches: where CI's time goes, and whether the cores wait.
 REPORTS := $(or $(KUBETRAIN_CACHE),$(HOME)/.cache/kubetrain)/test-reports
 RUN_ID := $(shell date -u +%Y%m%dT%H%M%SZ)-$(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
@@ -33,8 +34,10 @@ test: lint unit images
 	tests/bench/peer/build.sh
 	tests/e2e/kind-node/build.sh
 	mkdir -p $(REPORTS)
+	vmstat -n -t 10 >$(REPORTS)/$(RUN_ID)-vmstat.txt & vmstat=$$!; \
 	$(PY) -m pytest -q tests --ignore=tests/unit -p no:cacheprovider --durations=25 \
-	  -n $(LANES) --dist loadgroup --no-loadscope-reorder --junitxml=$(REPORTS)/$(RUN_ID)-tiers.xml
+	  -n $(LANES) --dist loadgroup --no-loadscope-reorder --junitxml=$(REPORTS)/$(RUN_ID)-tiers.xml; \
+	status=$$?; kill $$vmstat; exit $$status
 
 unit: setup
 	mkdir -p $(REPORTS)

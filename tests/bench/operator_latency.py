@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
@@ -359,15 +359,18 @@ TARGET_JOBS, PAIRS = 500, 3  # the size the 1.5x targets are judged at, and the 
 
 
 def measure(workdir: Path, job_counts: list[int], repeats_for_one: int, nodes: int, gpus_per_node: int,
-            limit_jobs: int = 0) -> list[Row]:
-    """Every contender at every size (the shipped peer up to SHIPPED_PEER_MAX_JOBS), the memory per 100 jobs, and
-    kubetrain at `limit_jobs` under the chart's default memory limit (skipped at 0)."""
+            limit_jobs: int = 0, shipped_peer: bool = True) -> list[Row]:
+    """Every contender at every size (the shipped peer up to SHIPPED_PEER_MAX_JOBS, and not at all without
+    `shipped_peer`), the memory per 100 jobs, and kubetrain at `limit_jobs` under the chart's default memory limit
+    (skipped at 0)."""
     bench = OperatorBench(workdir, nodes, gpus_per_node)
     try:
         found: list[Row] = []
         contenders = all_contenders()
+        if not shipped_peer:
+            contenders[1] = replace(contenders[1], missing="left out at this size")
         for contender in contenders:
-            if contender.missing:
+            if contender.missing and (shipped_peer or contender is not contenders[1]):
                 found.append(Row(SECTION, f"{contender.name}: not measured", float("nan"), "",
                                  detail=contender.missing))
         peak_rss: dict[str, dict[int, float]] = {}

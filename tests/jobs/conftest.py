@@ -1,4 +1,5 @@
-"""Shared helpers for the jobs tier: run the training programs as users do (`horovodrun -np 2 python -m <program>`).
+"""Shared helpers for the jobs tier: run the training programs as kubetrain's launcher does (`mpirun -np 2 python -m
+<program>` for MPI, `horovodrun -np 2 --gloo ...` for Gloo).
 
 Every test module here sets `pytestmark = pytest.mark.jobs`. Data sets are small and real where possible
 (scikit-learn's digits, written through the programs' own converters: `digits_dir` for cifar_mixup, `mnist_dir`).
@@ -25,7 +26,7 @@ from kubetrain.contract import OPEN_MPI_ENV
 from tests.support.hung import hung_report, stop_hung
 
 HOROVODRUN = os.path.join(os.path.dirname(sys.executable), "horovodrun")
-RANK0_LINE = re.compile(r"^\[(\d+,)?0\]<std(out|err)>:")  # horovodrun's prefix: [rank] (Gloo), [job,rank] (MPI)
+RANK0_LINE = re.compile(r"^\[(\d+,)?0\]<std(out|err)>:")  # the prefix: [rank] (horovodrun --gloo), [job,rank] (mpirun)
 
 
 def job_environment() -> dict[str, str]:
@@ -42,10 +43,15 @@ def job_environment() -> dict[str, str]:
     return env
 
 
-def horovodrun_command(controller: str, program_args: Sequence[str], np: int = 2) -> list[str]:
-    """`horovodrun -np <np> --gloo|--mpi python <program_args...>` with this interpreter."""
-    assert controller in ("gloo", "mpi")
-    return [HOROVODRUN, "-np", str(np), f"--{controller}", sys.executable, *program_args]
+def launch_command(controller: str, program_args: Sequence[str], np: int = 2) -> list[str]:
+    """`np` ranks of `python <program_args...>` (this interpreter) on this machine, started as the launcher starts a
+    job: Open MPI's mpirun with lib/mpi.sh's options for "mpi" (not `horovodrun --mpi`, whose own start costs about 4
+    CPU seconds), `horovodrun --gloo` for "gloo"."""
+    if controller == "mpi":
+        return ["mpirun", "-np", str(np), "--host", f"localhost:{np}", "--bind-to", "none", "--map-by", "slot",
+                "--tag-output", sys.executable, *program_args]
+    assert controller == "gloo", controller
+    return [HOROVODRUN, "-np", str(np), "--gloo", sys.executable, *program_args]
 
 
 def run_checked(command: Sequence[str], cwd: Path, timeout: int = 300,
@@ -115,7 +121,7 @@ def start_job(command: Sequence[str], cwd: Path, log: Path) -> subprocess.Popen:
 
 
 def is_rank0_line(line: str) -> bool:
-    """Whether horovodrun tagged this output line as rank 0's."""
+    """Whether the launch command tagged this output line as rank 0's."""
     return RANK0_LINE.match(line) is not None
 
 
@@ -217,7 +223,7 @@ class JobRunner:
     """The helpers above as one fixture, so test modules need not import conftest."""
 
     environment = staticmethod(job_environment)
-    horovodrun_command = staticmethod(horovodrun_command)
+    launch_command = staticmethod(launch_command)
     horovodrun_elastic_command = staticmethod(horovodrun_elastic_command)
     write_discovery_script = staticmethod(write_discovery_script)
     rank_processes = staticmethod(rank_processes)
@@ -232,7 +238,7 @@ class JobRunner:
 
 @pytest.fixture(scope="session")
 def jobs() -> JobRunner:
-    """`jobs.horovodrun_command(...)`, `jobs.run_checked(...)`, `jobs.start_job(...)`, `jobs.kill_when(...)`,
+    """`jobs.launch_command(...)`, `jobs.run_checked(...)`, `jobs.start_job(...)`, `jobs.kill_when(...)`,
     `jobs.wait_until(...)`, `jobs.environment()`, `jobs.is_rank0_line(line)`, `jobs.tensorboard(checkpoint_dir)`,
     `jobs.rank0_tensorboard(...)`; for
     elastic jobs `jobs.horovodrun_elastic_command(...)`, `jobs.write_discovery_script(...)`,

@@ -1,9 +1,10 @@
 """Kill-and-resume of every training program and trainer, many times in a row, two at a time (a loaded machine).
 
-Each cycle runs a job as the jobs tier does (`horovodrun -np 2`), kills it with SIGKILL once rank 0 has saved epoch 1,
-then runs the same command again and checks what a user would: it starts at the next epoch with the weights rank 0
-saved and finishes every epoch. A run that does not end in time fails its cycle with each rank's last lines and the
-stacks of its processes (tests.support.hung). Not a test tier: run by hand, its counts go to docs/.
+Each cycle runs a job as the jobs tier does (2 ranks: `mpirun` or `horovodrun --gloo`), kills it with SIGKILL once
+rank 0 has saved epoch 1, then runs the same command again and checks what a user would: it starts at the next epoch
+with the weights rank 0 saved and finishes every epoch. A run that does not end in time fails its cycle with each
+rank's last lines and the stacks of its processes (tests.support.hung). Not a test tier: run by hand, its counts go
+to docs/.
 
     python -m tests.jobs.soak --runs 50            # every case, 50 cycles each
     python -m tests.jobs.soak --runs 5 --cases higgs-mpi
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from higgs.trainers import SETTINGS
-from tests.jobs.conftest import horovodrun_command, kill_when, run_checked, start_job, write_mnist_digits
+from tests.jobs.conftest import kill_when, launch_command, run_checked, start_job, write_mnist_digits
 from tests.jobs.test_cifar_mixup import cifar_mixup
 from tests.jobs.test_higgs_jobs import SMALL_NETWORK, higgs
 from tests.jobs.test_mnist import mnist
@@ -96,7 +97,7 @@ def prepare_data(folder: Path) -> dict[str, Path]:
 def cycle(case: Case, data: Path, work: Path, timeout: int) -> None:
     """Kill a run after its first checkpoint, run it again, and check the resume; AssertionError says what broke."""
     checkpoints = work / "ckpt"
-    command = horovodrun_command(case.controller, case.args(data, checkpoints))
+    command = launch_command(case.controller, case.args(data, checkpoints))
     first = start_job(command, work, log=work / "first.log")
     kill_when(first, (checkpoints / "ckpt-000001.json").exists, str(checkpoints), timeout=timeout,
               log=work / "first.log", interval=0.05)

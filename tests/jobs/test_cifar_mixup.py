@@ -37,7 +37,7 @@ def rank_lines(output: str, rank: int) -> list[str]:
 
 def test_learns_digits_with_two_gloo_ranks_and_only_rank0_writes(jobs, digits_dir, tmp_path):
     checkpoints = tmp_path / "checkpoints"
-    command = jobs.horovodrun_command("gloo", cifar_mixup(digits_dir, checkpoints, 8, "--mixup"))
+    command = jobs.launch_command("gloo", cifar_mixup(digits_dir, checkpoints, 8, "--mixup"))
     done = jobs.run_checked(command, tmp_path)
     output = done.stdout + done.stderr
 
@@ -64,7 +64,7 @@ def test_learns_digits_with_two_gloo_ranks_and_only_rank0_writes(jobs, digits_di
 def test_killed_run_resumes_at_next_epoch_with_rank0_weights(jobs, digits_dir, tmp_path):
     checkpoints = tmp_path / "checkpoints"
     manager = CheckpointManager(str(checkpoints))
-    first = subprocess.Popen(jobs.horovodrun_command("gloo", cifar_mixup(digits_dir, checkpoints, 20, "--no-mixup")),
+    first = subprocess.Popen(jobs.launch_command("gloo", cifar_mixup(digits_dir, checkpoints, 20, "--no-mixup")),
                              cwd=tmp_path, env=jobs.environment(), stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, start_new_session=True)
     jobs.kill_when(first, lambda: (found := manager.latest()) is not None and found.epoch >= 2, str(checkpoints))
@@ -74,7 +74,7 @@ def test_killed_run_resumes_at_next_epoch_with_rank0_weights(jobs, digits_dir, t
     saved, _ = manager.load(latest)
     digest = state_digest(saved["model"])
 
-    done = jobs.run_checked(jobs.horovodrun_command("gloo", cifar_mixup(digits_dir, checkpoints, latest.epoch + 1,
+    done = jobs.run_checked(jobs.launch_command("gloo", cifar_mixup(digits_dir, checkpoints, latest.epoch + 1,
                                                               "--no-mixup")), tmp_path)
     output = done.stdout + done.stderr
     assert f"restored {latest.path} (epoch {latest.epoch}" in output
@@ -92,7 +92,7 @@ def test_killed_run_resumes_at_next_epoch_with_rank0_weights(jobs, digits_dir, t
 
 def test_compare_trains_with_and_without_mixup_from_the_same_start_and_plots_both(jobs, digits_dir, tmp_path):
     checkpoints = tmp_path / "checkpoints"
-    done = jobs.run_checked(jobs.horovodrun_command("gloo", cifar_mixup(digits_dir, checkpoints, 2, "--compare")),
+    done = jobs.run_checked(jobs.launch_command("gloo", cifar_mixup(digits_dir, checkpoints, 2, "--compare")),
                             tmp_path, timeout=600)
     output = done.stdout + done.stderr
     digests = re.findall(r"training starts at epoch 1 with weights digest (\S+) on all 2 ranks", output)

@@ -47,7 +47,7 @@ def constant_predictor_f1(data: Path) -> float:
 
 def test_allreduce_clearly_beats_a_constant_predictor_with_mpi(jobs, events, tmp_path):
     checkpoints = tmp_path / "ckpt"
-    done = jobs.run_checked(jobs.horovodrun_command("mpi", higgs(
+    done = jobs.run_checked(jobs.launch_command("mpi", higgs(
         "--data-dir", str(events), "--checkpoint-dir", str(checkpoints), "--trainer", "allreduce", "--epochs", "3",
         *SMALL_NETWORK)), tmp_path)
     result = json.loads((checkpoints / "result.json").read_text())
@@ -68,7 +68,7 @@ ALL_TRAINERS = ["single", "easgd", "async-easgd", "async-eamsgd", "downpour", "a
 
 def test_compare_runs_all_seven_trainers_and_prints_the_notebooks_table_charts_and_lines(jobs, events, tmp_path):
     checkpoints = tmp_path / "ckpt"
-    done = jobs.run_checked(jobs.horovodrun_command("mpi", higgs(
+    done = jobs.run_checked(jobs.launch_command("mpi", higgs(
         "--data-dir", str(events), "--checkpoint-dir", str(checkpoints), "--compare", "--epochs", "2",
         *SMALL_NETWORK)), tmp_path)
     results = json.loads((checkpoints / "compare.json").read_text())
@@ -96,7 +96,7 @@ def test_compare_runs_all_seven_trainers_and_prints_the_notebooks_table_charts_a
 def test_the_easgd_trainers_stay_stable_at_eight_ranks_with_the_notebooks_parameters(jobs, events, tmp_path):
     checkpoints = tmp_path / "ckpt"
     trainers = ["easgd", "async-easgd", "async-eamsgd"]
-    jobs.run_checked(jobs.horovodrun_command("mpi", higgs(
+    jobs.run_checked(jobs.launch_command("mpi", higgs(
         "--data-dir", str(events), "--checkpoint-dir", str(checkpoints), "--compare", "--trainers", ",".join(trainers),
         "--epochs", "3", *SMALL_NETWORK), np=8), tmp_path, timeout=1200)
     results = {result["trainer"]: result for result in json.loads((checkpoints / "compare.json").read_text())}
@@ -111,7 +111,7 @@ def test_the_easgd_trainers_stay_stable_at_eight_ranks_with_the_notebooks_parame
 
 
 def test_parameter_server_trainers_under_gloo_are_refused_before_any_training(jobs, events, tmp_path):
-    done = subprocess.run(jobs.horovodrun_command("gloo", higgs(
+    done = subprocess.run(jobs.launch_command("gloo", higgs(
         "--data-dir", str(events), "--checkpoint-dir", str(tmp_path / "ckpt"), "--compare", *SMALL_NETWORK)),
         cwd=tmp_path, env=jobs.environment(), capture_output=True, text=True, timeout=300)
     assert done.returncode != 0
@@ -124,7 +124,7 @@ def test_parameter_server_trainers_under_gloo_are_refused_before_any_training(jo
 def test_killed_run_resumes_at_the_next_epoch_with_rank0_weights(jobs, events, tmp_path, controller, trainer):
     """EASGD resumes its workers and centre; a parameter-server trainer its centre, where every worker goes on."""
     checkpoints = tmp_path / "ckpt"
-    command = jobs.horovodrun_command(controller, higgs(
+    command = jobs.launch_command(controller, higgs(
         "--data-dir", str(events), "--checkpoint-dir", str(checkpoints), "--trainer", trainer, "--epochs", "6",
         "--batch-size", "16", *SMALL_NETWORK))
     first = jobs.start_job(command, tmp_path, log=tmp_path / "first.log")

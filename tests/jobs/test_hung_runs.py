@@ -23,7 +23,7 @@ if rank == "1":
 
 @pytest.mark.parametrize("controller", ["gloo", "mpi"])
 def test_a_hung_run_fails_with_each_ranks_lines_and_every_live_process_stack(jobs, tmp_path, controller):
-    command = jobs.horovodrun_command(controller, ["-c", PROGRAM])
+    command = jobs.launch_command(controller, ["-c", PROGRAM])
     with pytest.raises(AssertionError) as failure:
         jobs.run_checked(command, tmp_path, timeout=20)
     message = str(failure.value)

@@ -1,6 +1,6 @@
-"""mnist as a user runs it: MNIST IDX files -> `python -m mnist.convert` -> `horovodrun -np 2 --mpi python -m mnist`,
-`--strategy mirrored` over two devices of one process, and `--strategy multiworker` with two workers described by
-TF_CONFIG.
+"""mnist as a user runs it: MNIST IDX files -> `python -m mnist.convert` -> `mpirun -np 2 python -m mnist` (as the
+launcher starts it), `--strategy mirrored` over two devices of one process, and `--strategy multiworker` with two
+workers described by TF_CONFIG.
 
 The images are scikit-learn's real handwritten digits, scaled to MNIST's 28x28 and written in the IDX format.
 """
@@ -29,7 +29,7 @@ def mnist(data_dir: Path, checkpoint_dir: Path, epochs: int, *extra: str) -> lis
 
 def test_trains_with_two_mpi_ranks_and_only_rank0_writes(jobs, mnist_dir, tmp_path):
     checkpoints = tmp_path / "checkpoints"
-    done = jobs.run_checked(jobs.horovodrun_command("mpi", mnist(mnist_dir, checkpoints, 2, "--tensorboard-every-steps",
+    done = jobs.run_checked(jobs.launch_command("mpi", mnist(mnist_dir, checkpoints, 2, "--tensorboard-every-steps",
                                                                  "10")), tmp_path)
     output = done.stdout + done.stderr
 
@@ -59,7 +59,7 @@ def test_trains_with_two_mpi_ranks_and_only_rank0_writes(jobs, mnist_dir, tmp_pa
 def test_killed_mpi_run_resumes_with_rank0_weights(jobs, mnist_dir, tmp_path):
     checkpoints = tmp_path / "checkpoints"
     manager = CheckpointManager(str(checkpoints))
-    first = subprocess.Popen(jobs.horovodrun_command("mpi", mnist(mnist_dir, checkpoints, 30)), cwd=tmp_path,
+    first = subprocess.Popen(jobs.launch_command("mpi", mnist(mnist_dir, checkpoints, 30)), cwd=tmp_path,
                              env=jobs.environment(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              start_new_session=True)
     jobs.kill_when(first, lambda: manager.latest() is not None, str(checkpoints))
@@ -67,7 +67,7 @@ def test_killed_mpi_run_resumes_with_rank0_weights(jobs, mnist_dir, tmp_path):
     assert latest is not None
     saved, _ = manager.load(latest)
 
-    done = jobs.run_checked(jobs.horovodrun_command("mpi", mnist(mnist_dir, checkpoints, latest.epoch + 1)), tmp_path)
+    done = jobs.run_checked(jobs.launch_command("mpi", mnist(mnist_dir, checkpoints, latest.epoch + 1)), tmp_path)
     output = done.stdout + done.stderr
     assert f"restored {latest.path} (epoch {latest.epoch}" in output
     assert (f"training starts at epoch {latest.epoch + 1} with weights digest {state_digest(saved['model'])} "

@@ -7,13 +7,12 @@ run's MPI_Init sometimes never returned: every rank waited for ever on a lock in
 kill-then-start loop: without it, 3 of about 70 MPI starts hung (2 of them after a kill); with it, none of 130. At that
 rate this test's 30 starts meet at least one hang on the old environment with a probability of about 0.7.
 
-The runs start with mpirun, as the launcher's lib/mpi.sh starts them, not horovodrun: the hang is in MPI_Init, and
-horovodrun's own start (about 4 CPU seconds) made this test 5 times slower.
+The runs start with mpirun, as the launcher's lib/mpi.sh starts them (`jobs.launch_command`), not horovodrun: the hang
+is in MPI_Init, and horovodrun's own start (about 4 CPU seconds) made this test 5 times slower.
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -28,17 +27,13 @@ RUNNING = ("from mpi4py import MPI; import sys, time; MPI.COMM_WORLD.Barrier(); 
 STARTED = "from mpi4py import MPI; import sys; sys.stdout.write(f'ranks={MPI.COMM_WORLD.allreduce(1)}\\n')"
 
 
-def mpirun(program: str) -> list[str]:
-    """Two ranks of `python -c program` on this machine, with the options lib/mpi.sh gives Open MPI."""
-    return ["mpirun", "-np", "2", "--bind-to", "none", "--map-by", "slot", "--tag-output", sys.executable, "-c",
-            program]
 
 
 def test_a_job_starts_every_time_after_the_one_before_it_was_killed(jobs, tmp_path: Path) -> None:
     marker = f"# {tmp_path}"  # in every rank's command line, so kill_when finds the ranks
     for attempt in range(RESTARTS):
         log = tmp_path / f"killed-{attempt}.log"
-        running = jobs.start_job(mpirun(f"{RUNNING} {marker}"), tmp_path, log=log)
+        running = jobs.start_job(jobs.launch_command("mpi", ["-c", f"{RUNNING} {marker}"]), tmp_path, log=log)
         jobs.kill_when(running, lambda log=log: log.read_text().count("up") == 2, marker, timeout=120, log=log)
-        done = jobs.run_checked(mpirun(STARTED), tmp_path, timeout=60)
+        done = jobs.run_checked(jobs.launch_command("mpi", ["-c", STARTED]), tmp_path, timeout=60)
         assert done.stdout.count("ranks=2") == 2, (attempt, done.stdout)

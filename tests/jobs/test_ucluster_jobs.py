@@ -35,7 +35,7 @@ def jets(jobs, tmp_path_factory) -> Path:
 
 def test_trains_two_epochs_with_gloo_and_only_rank0_checkpoints(jobs, jets, tmp_path):
     checkpoints = tmp_path / "ckpt"
-    done = jobs.run_checked(jobs.horovodrun_command("gloo", ucluster(
+    done = jobs.run_checked(jobs.launch_command("gloo", ucluster(
         "--data-dir", str(jets), "--checkpoint-dir", str(checkpoints), "--epochs", "2", "--epochs-pretrain", "1",
         "--tensorboard-every-steps", "2", *TINY_NETWORK)), tmp_path)
     output = done.stdout + done.stderr
@@ -73,7 +73,7 @@ def test_trains_two_epochs_with_gloo_and_only_rank0_checkpoints(jobs, jets, tmp_
 
 def test_killed_after_a_checkpoint_resumes_at_the_next_epoch_with_rank0_weights(jobs, jets, tmp_path):
     checkpoints = tmp_path / "ckpt"
-    command = jobs.horovodrun_command("mpi", ucluster(
+    command = jobs.launch_command("mpi", ucluster(
         "--data-dir", str(jets), "--checkpoint-dir", str(checkpoints), "--epochs", "3", "--epochs-pretrain", "1",
         *TINY_NETWORK))
     first = jobs.start_job(command, tmp_path, log=tmp_path / "first.log")

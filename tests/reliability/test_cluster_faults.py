@@ -208,10 +208,10 @@ def test_fault_is_survived(fault_run: dict[str, str | None], scenario: str) -> N
     assert fault_run[scenario] is None, fault_run[scenario]
 
 
-# 5 s: a restart; 60 s: an outage longer than the client's default retry budget (kopf retries for about 54 s)
-@pytest.mark.parametrize("down_seconds", [5, 60], ids=["restart", "outage-60s"])
-def test_operator_reconnects_after_an_api_server_restart(crd: ControlPlane, namespace: str,
-                                                         down_seconds: float) -> None:
+def test_operator_reconnects_after_an_api_server_outage_of_60s(crd: ControlPlane, namespace: str) -> None:
+    """60 s without an API server: longer than the watches' longest retry delay (kubetrain.runtime.watch,
+    MAX_RETRY_SECONDS), so they reconnect from a capped delay. A short outage is the chart operator's test below."""
+    down_seconds = 60
     operator = MeteredOperator(crd, namespace).start()
     try:
         operator.wait_serving()
