@@ -22,6 +22,7 @@ Modules, one job each:
 - `elastic`        `fit_elastic`: the same under elastic Horovod (ranks fail or join while training goes on)
 - `custom_loop`    for programs with their own loop: `EpochRecorder` (checkpoint, history and progress per epoch) and
                    Horovod's warm-up as pure functions (`warmup_learning_rate`, `warmup_fraction`)
+- `gpus`           the `-gpu` image naming rule, and `check_gpus`: a rank that holds GPUs TensorFlow cannot see stops
 - `cli`            shared argparse flags, logging setup, and `run_main` (bad input -> one stderr line, exit 2)
 - `errors`         `TrainingInputError` and its subclasses
 

@@ -13,6 +13,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
+from trainlib import gpus
 from trainlib.errors import TrainingInputError
 
 EXIT_BAD_INPUT = 2
@@ -125,11 +126,13 @@ def run_program(program: str, parse: Callable[[Sequence[str] | None], argparse.N
     """`python -m <program>`, the same in every program: `parse(argv)` (the program's `cli.parse`: the flags, the data
     files and whatever else can be checked without TensorFlow), then `<program>.train.train(args)`, where TensorFlow
     and Horovod first load. So `--help`, a bad flag or a bad file ends the run before either starts; bad input ends
-    as in `run_main`: one line, exit code 2."""
+    as in `run_main`: one line, exit code 2. In between, `gpus.check_gpus()` ends the same way a rank that holds GPUs
+    TensorFlow cannot see, before Horovod starts or any data is read."""
 
     def main(argv: Sequence[str] | None) -> int:
         quiet_tensorflow()
         args = parse(argv)
+        gpus.check_gpus()
         return importlib.import_module(f"{program}.train").train(args)
 
     return run_main(main, program, argv)

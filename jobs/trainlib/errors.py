@@ -21,3 +21,7 @@ class DataFileError(TrainingInputError):
 
 class CheckpointError(TrainingInputError):
     """A checkpoint cannot be restored into the current model (e.g. it was written for another architecture)."""
+
+
+class MissingGpuError(TrainingInputError):
+    """This rank holds GPUs that TensorFlow cannot see: a CPU image, or GPUs that never reached the container."""

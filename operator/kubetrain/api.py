@@ -112,6 +112,11 @@ class JobSpec:
         return self.rank_hosts * self.slots_per_worker
 
     @property
+    def gpus_per_rank(self) -> int:
+        """GPUs each rank holds: its pod's GPUs shared by the pod's ranks (slotsPerWorker <= gpusPerWorker)."""
+        return self.resources.gpus_per_worker // self.slots_per_worker
+
+    @property
     def rank_hosts(self) -> int:
         """Pods that run ranks: the workers, and the launcher with launcher.runAsWorker."""
         return self.workers + (1 if self.launcher_runs_ranks else 0)

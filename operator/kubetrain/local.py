@@ -138,9 +138,11 @@ def plan_local_run(
         job.spec.data.mount_path: os.path.abspath(data_dir),
         job.spec.checkpoint.mount_path: os.path.abspath(checkpoint_root),
     }
-    contract = {name: map_volume_paths(value, volumes) for name, value in job_environment(job, False).items()}
+    contract = {name: map_volume_paths(value, volumes) for name, value in job_environment(job, in_pod=False).items()}
     contract["KUBETRAIN_HOSTFILE"] = os.path.abspath(hostfile)
-    base_env.pop("KUBETRAIN_REPORT_STATUS", None)
+    # This machine has no status to report to, and no GPUs were given to the ranks: they use what they find.
+    for name in ("KUBETRAIN_REPORT_STATUS", "KUBETRAIN_GPUS_PER_RANK"):
+        base_env.pop(name, None)
     env = {**base_env, **contract}
     # $(NAME) refers to the container's own variables, as in a pod: the contract, then spec.env in order.
     container_env = dict(contract)

@@ -94,3 +94,36 @@ def test_a_worker_killed_for_memory_is_named_with_its_rank_and_node(
     said = [e["message"] for e in posted(control_plane, namespace, "hungry", "WorkerFailed")]
     assert f"restart 1/1: worker pod hungry-worker-0 failed: OOMKilled (exit code 137) on node {node} (rank 0)" \
         in said, said
+
+
+def cpu_image_termination_message(line: str) -> str:
+    """The launcher's report when both ranks stop with `line` and Open MPI names rank 0 as the first to exit 2: the
+    captured run's summary, with this run's lines, rank and exit code."""
+    report = entrypoint_report()
+    summary = SAMPLE.with_suffix(".stderr").read_text().split("\n", 1)[1]
+    summary = summary.replace("[[20785,1],1]", "[[20785,1],0]").replace("Exit code:    3", "Exit code:    2")
+    output = report.RankOutput("openmpi4")
+    output.feed("stderr", f"[1,0]<stderr>:{line}\n[1,1]<stderr>:{line}\n{summary}")
+    output.close()
+    return report.encode(report.report(output, 2)).decode()
+
+
+def test_a_rank_holding_a_gpu_in_a_cpu_image_fails_the_job_at_once_naming_the_image_to_use(
+    control_plane: ControlPlane, namespace: str, operator: OperatorProcess
+) -> None:
+    create(control_plane, namespace, training("cpu-image", runPolicy={"backoffLimit": 3}))
+    workers = wait_for_pods(control_plane, namespace, "cpu-image", 2)
+    env = {entry["name"]: entry.get("value") for entry in workers[0]["spec"]["containers"][0]["env"]}
+    assert (env["KUBETRAIN_GPUS_PER_RANK"], env["KUBETRAIN_IMAGE"]) == ("1", "kubetrain/mnist:0.1.0")
+    line = ("mnist: error: kubetrain/mnist:0.1.0 is a CPU image: use kubetrain/mnist:0.1.0-gpu, or set "
+            "resources.gpusPerWorker: 0 to train on CPUs")  # what trainlib prints then (tests/jobs: for real)
+    [launcher] = wait_for_pods(control_plane, namespace, "cpu-image", 1, role="launcher")
+    control_plane.set_pod_outcome(namespace, launcher["metadata"]["name"], "Failed", exit_code=2,
+                                  message=cpu_image_termination_message(line))
+
+    failed = wait_for_status(control_plane, namespace, "cpu-image", operator, phase="Failed")
+    assert failed["restarts"] == 0, "bad configuration: no restart"
+    assert (failed["failure"]["rank"], failed["failure"]["exitCode"], failed["failure"]["lastLines"]) == (0, 2, [line])
+    assert "FailJob on launcher exit code In [2]" in failed["message"], failed["message"]
+    described = control_plane.kubectl("describe", "dtr", "cpu-image", "--namespace", namespace)
+    assert f"    Last Lines:\n      {line}\n" in described, described

@@ -94,10 +94,9 @@ NOT_RUN = {
     "tests/images/byo/build.sh": BUILD,
     ".ci/setup": "sets the machine up (apt packages, the venv, Docker engine): make test and make images run it first",
     ".ci/docker-engine": "starts a Docker engine (root, daemon): .ci/setup runs it",
-    "docker build -f images/base/Dockerfile --build-arg BASE_IMAGE=tensorflow/tensorflow:2.15.0-gpu --build-arg "
-    "VARIANT=gpu -t <registry>/kubetrain/base:0.1.0-gpu .":
-        "pulls tensorflow/tensorflow:2.15.0-gpu from a registry (none reachable here) for GPU nodes; docs/gpus.md "
-        "says CI has never built it",
+    "images/build.sh base-gpu cifar_mixup-gpu": f"{BUILD}; tests/images/test_gpu_image.py builds those missing",
+    "horovodrun --check-build": "what tests/images/test_gpu_image.py runs inside the GPU image, as a user would: "
+                                "this machine's Horovod is the CPU one",
     "mpirun --version": INSIDE_PODS,
     "mpirun -np <ranks> --hostfile ... --bind-to none --map-by slot -x <every forwarded variable>": INSIDE_PODS,
     "/bin/sh": MENTION,

@@ -19,9 +19,14 @@ from docker_pods import DockerJob, deploy
 
 from tests.images.byo.tags import NAMES as BYO_NAMES
 from tests.images.byo.tags import byo_image
-from tests.support.programs import IMAGES, REPO, image_name
+from tests.support.programs import IMAGES, PROGRAMS, REPO, image_name
+from trainlib.gpus import gpu_image
 
 BYO = Path(__file__).resolve().parent / "byo"
+
+
+def image_present(name: str) -> bool:
+    return subprocess.run(["docker", "image", "inspect", name], capture_output=True).returncode == 0
 
 
 def docker_problem() -> str | None:
@@ -50,10 +55,23 @@ def images() -> dict[str, str]:
     kubetrain/entrypoints is built every session: its scripts are what these tests check, and Docker's cache makes
     an unchanged build take a second."""
     names = {directory: image_name(directory) for directory in IMAGES}
-    missing = [d for d, name in names.items() if subprocess.run(["docker", "image", "inspect", name],
-                                                                   capture_output=True).returncode != 0]
+    missing = [d for d, name in names.items() if not image_present(name)]
     rebuilt = missing if "entrypoints" in missing else [*missing, "entrypoints"]
     subprocess.run([str(REPO / "images" / "build.sh"), *rebuilt], check=True)
+    return names
+
+
+@pytest.fixture(scope="session")
+def gpu_images() -> dict[str, str]:
+    """images/ directory -> its GPU image, named by trainlib.gpus.gpu_image, for base and every program. Those missing
+    are built by `images/build.sh <directory>-gpu`, and must then be there under that name: a tag that build.sh
+    derives otherwise fails here."""
+    names = {directory: gpu_image(image_name(directory)) for directory in ("base", *PROGRAMS)}
+    missing = [d for d, name in names.items() if not image_present(name)]
+    if missing:
+        subprocess.run([str(REPO / "images" / "build.sh"), *(f"{d}-gpu" for d in missing)], check=True)
+    absent = [name for name in names.values() if not image_present(name)]
+    assert not absent, f"images/build.sh built no {absent}: its GPU tags differ from trainlib.gpus.gpu_image"
     return names
 
 
@@ -61,8 +79,7 @@ def images() -> dict[str, str]:
 def byo(images: dict[str, str]) -> None:
     """A user's own MPI images without Horovod (tests/images/byo/build.sh, which `make test` runs; built here when
     missing)."""
-    missing = [name for name in BYO_NAMES if subprocess.run(["docker", "image", "inspect", byo_image(name)],
-                                                               capture_output=True).returncode != 0]
+    missing = [name for name in BYO_NAMES if not image_present(byo_image(name))]
     if missing:
         subprocess.run([str(BYO / "build.sh")], check=True)
 

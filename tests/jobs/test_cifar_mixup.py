@@ -1,7 +1,7 @@
 """cifar_mixup as a user runs it: `horovodrun -np 2 --gloo python -m cifar_mixup` on scikit-learn's digits.
 
 It learns (held-out accuracy far above chance), only rank 0 writes checkpoints, a killed run resumes at the next epoch
-with the weights rank 0 saved, and bad data files stop it with one clear line.
+with the weights rank 0 saved, and bad data files, or GPUs it cannot see, stop it with one clear line.
 """
 
 from __future__ import annotations
@@ -158,3 +158,16 @@ def test_bad_training_file_gives_one_clear_line(jobs, digits_dir, tmp_path, case
     assert expected in lines[0]
     assert "python -m cifar_mixup.convert" in lines[0] or "--num-classes" in lines[0], "the line says how to fix it"
     assert not (tmp_path / "checkpoints").exists()
+
+
+def test_a_rank_holding_a_gpu_in_a_cpu_image_stops_at_once_with_one_line(jobs, digits_dir, tmp_path):
+    """What a pod of a job with gpusPerWorker: 1 and the CPU image gets: the program stops before Horovod starts or
+    any data is read, naming the image to use instead; exit code 2 fails the job without a restart."""
+    env = {**jobs.environment(), "KUBETRAIN_GPUS_PER_RANK": "1", "KUBETRAIN_IMAGE": "kubetrain/cifar-mixup:0.1.0"}
+    done = subprocess.run([sys.executable, *cifar_mixup(digits_dir, tmp_path / "checkpoints", 1)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2, done.stderr
+    assert lines == ["cifar_mixup: error: kubetrain/cifar-mixup:0.1.0 is a CPU image: use "
+                     "kubetrain/cifar-mixup:0.1.0-gpu, or set resources.gpusPerWorker: 0 to train on CPUs"], done.stderr
+    assert not done.stdout and not (tmp_path / "checkpoints").exists()

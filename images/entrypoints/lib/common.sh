@@ -11,8 +11,9 @@
 #   kt_copy_ssh_files copies the Secret mounted at KUBETRAIN_SSH_DIR to $HOME/.ssh with the modes ssh insists on
 #                     (kubelet mounts it read-only, owned by root and with modes a private key must not have).
 #   kt_save_pod_env   saves this pod's values of KUBETRAIN_POD_ENV for lib/pod-env.sh, which starts every rank.
+#   kt_check_gpus     a pod whose ranks hold GPUs exits 2 when nvidia-smi lists fewer than a rank holds.
 # Reads: KUBETRAIN_SSH_DIR (default /etc/kubetrain/ssh), KUBETRAIN_SSH_PORT (default 2222), KUBETRAIN_IMAGE (the
-#        pod's image, named in messages).
+#        pod's image, named in messages), KUBETRAIN_GPUS_PER_RANK (default 0).
 # Sets:  KT_SSH_DIR (the writable copy), KT_PORT, KT_LIB (this folder).
 
 KT_ROLE=${KT_ROLE:-entrypoint}
@@ -131,4 +132,24 @@ kt_save_pod_env() {
       fi
     done >"$KT_POD_ENV_FILE"
   ) || kt_die "cannot write $KT_POD_ENV_FILE"
+}
+
+# kt_check_gpus: KUBETRAIN_GPUS_PER_RANK says how many GPUs each rank of this pod holds. nvidia-smi, which the NVIDIA
+# container runtime mounts beside the GPUs, must list at least that many. Without nvidia-smi nothing is checked: the
+# program must check that its framework sees them (docs/gpus.md). This catches GPUs that never reached the container,
+# not a framework built for CPUs only.
+kt_check_gpus() {
+  local wanted=${KUBETRAIN_GPUS_PER_RANK:-0} out listed
+  [[ $wanted =~ ^[0-9]+$ ]] || kt_die "KUBETRAIN_GPUS_PER_RANK='$wanted' must be a whole number"
+  [ "$wanted" -gt 0 ] || return 0
+  if ! command -v nvidia-smi >/dev/null 2>&1; then
+    kt_log "no nvidia-smi in image $KT_IMAGE: not checking that each rank sees its $wanted GPU(s)"
+    return 0
+  fi
+  out=$(nvidia-smi -L 2>&1) || kt_die "each rank holds $wanted GPU(s) and nvidia-smi -L fails in image $KT_IMAGE: \
+${out%%$'\n'*}"
+  # a MIG slice is listed under its GPU, indented: count both, so a pod given slices of one GPU passes
+  listed=$(printf '%s\n' "$out" | grep -cE '^(GPU| +MIG) ' || true)
+  [ "$listed" -ge "$wanted" ] || kt_die "each rank holds $wanted GPU(s) and nvidia-smi lists $listed in image \
+$KT_IMAGE: the node's NVIDIA container runtime did not pass them to the container"
 }

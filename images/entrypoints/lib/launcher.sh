@@ -166,6 +166,8 @@ resolves() { ! command -v getent >/dev/null 2>&1 || getent hosts "$1" >/dev/null
 
 # this pod's own line (launcher.runAsWorker): it runs ranks here, without ssh.
 is_own() { [ "${1%%.*}" = "${HOSTNAME%%.*}" ]; }
+# A launcher that runs ranks holds the workers' GPUs, and checks them as a worker does.
+for host in "${hosts[@]}"; do is_own "$host" && kt_check_gpus; done
 
 # Bounded wait: one `ssh host true` per pending host per round; the last error per host explains a timeout.
 # An elastic job goes on after a round in which minWorkers workers accepted; horovodrun adds the others later.

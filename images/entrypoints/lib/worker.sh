@@ -2,6 +2,7 @@
 # kubetrain worker: an sshd the launcher's MPI starts ranks through. No arguments. Run by ../worker, which checks that
 # the image has bash; the image needs sshd (openssh-server) and ssh-keygen, nothing else of kubetrain's.
 #
+# 0. checks that nvidia-smi, when the image has it, lists the GPUs each rank holds (kt_check_gpus, lib/common.sh);
 # 1. copies authorized_keys and the job's host key from KUBETRAIN_SSH_DIR (the keys of Secret <name>-ssh a worker
 #    mounts; never the private key the launcher logs in with) into a writable $HOME/.ssh (any uid);
 # 2. writes its own sshd_config in $HOME/.kubetrain/sshd (nothing under /etc is touched). The host key is the job's,
@@ -21,6 +22,7 @@ KT_ROLE=worker
 
 kt_require sshd openssh-server
 kt_require ssh-keygen openssh-client
+kt_check_gpus
 kt_prepare_home
 kt_ensure_user
 kt_save_pod_env

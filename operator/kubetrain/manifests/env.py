@@ -20,8 +20,9 @@ def checkpoint_dir(job: Job) -> str:
     return f"{job.spec.checkpoint.mount_path}/{job.namespace}/{job.name}"
 
 
-def job_environment(job: Job, report_status: bool = True) -> dict[str, str]:
-    """KUBETRAIN_* variables every worker, launcher and rank sees, and Open MPI's defaults the job's env leaves."""
+def job_environment(job: Job, in_pod: bool = True) -> dict[str, str]:
+    """KUBETRAIN_* variables every worker, launcher and rank sees, and Open MPI's defaults the job's env leaves.
+    `in_pod=False` (`kubetrain run --local`) leaves out what only a pod has: a status to report to, and GPUs given."""
     spec = job.spec
     values = {
         "KUBETRAIN_JOB_NAME": job.name,
@@ -45,8 +46,10 @@ def job_environment(job: Job, report_status: bool = True) -> dict[str, str]:
         values["KUBETRAIN_ELASTIC_MAX_WORKERS"] = str(spec.elastic.max_workers)
         values["KUBETRAIN_ELASTIC_HOSTS"] = ELASTIC_HOSTS
         values["KUBETRAIN_READY_SERVICE"] = f"{ready_service_name(job.name)}.{job.namespace}.svc"
-    if report_status:
+    if in_pod:
         values["KUBETRAIN_REPORT_STATUS"] = "1"
+        # a rank that holds GPUs its program cannot see stops at once (trainlib.gpus, lib/common.sh's kt_check_gpus)
+        values["KUBETRAIN_GPUS_PER_RANK"] = str(spec.gpus_per_rank)
     if spec.mpi_implementation == "OpenMPI":
         user_set = {entry["name"] for entry in spec.env}
         values.update({name: value for name, value in OPEN_MPI_ENV.items() if name not in user_set})

@@ -175,18 +175,32 @@ def test_base_installs_the_pinned_job_requirements_and_builds_horovod_like_ci():
 
 
 def test_base_gpu_variant_comes_from_a_build_argument_not_an_unused_stage():
-    """The legacy builder builds every stage: a `FROM tensorflow/tensorflow:...-gpu` stage would be pulled even for
-    the CPU image. The GPU variant is the same Dockerfile with BASE_IMAGE and VARIANT build arguments."""
+    """The legacy builder builds every stage: a `FROM` of a CUDA image would be pulled even for the CPU image. The GPU
+    variant is the same Dockerfile with the VARIANT build argument, on the same base image."""
     base = dockerfiles()["base"]
     assert [value.split()[0] for value in base.values("FROM")] == ["${BASE_IMAGE}", "${BASE_IMAGE}"]
     assert "BASE_IMAGE=python:3.11-slim-bookworm" in base.values("ARG")
     assert any(value.startswith("VARIANT=cpu") for value in base.values("ARG"))
     documented = (IMAGES / "base" / "Dockerfile").read_text()
-    assert "--build-arg BASE_IMAGE=tensorflow/tensorflow:2.15.0-gpu" in documented
+    assert "--build-arg VARIANT=gpu -t kubetrain/base:0.1.0-gpu" in documented
+
+
+def test_base_gpu_variant_installs_tensorflows_cuda_pins_with_the_job_requirements():
+    """tensorflow[and-cuda] at requirements.txt's version, never tensorflow-cpu beside it, in the same pip install as
+    jobs/requirements-gpu.txt: pip refuses the build when the file's pins differ from the extra's."""
+    base = dockerfiles()["base"]
     runs = " ".join(base.values("RUN"))
-    assert re.search(r'if \[ "\$VARIANT" = gpu \]; then\s+export HOROVOD_GPU_OPERATIONS=NCCL ', runs)
-    # the GPU image must not install tensorflow-cpu on top of tensorflow: the pin is rewritten to the same version
-    assert "s/^tensorflow-cpu==/tensorflow==/" in runs
+    assert "s/^tensorflow-cpu==/tensorflow[and-cuda]==/" in runs
+    gpu_requirements = base.image_path_source("/opt/kubetrain/ci/jobs/requirements-gpu.txt")
+    assert gpu_requirements == "jobs/requirements-gpu.txt"
+    assert "set -- -r /opt/kubetrain/ci/jobs/requirements-gpu.txt" in runs
+    assert any(arguments[-1] == "$@" and "/opt/kubetrain/ci/jobs/requirements.txt" in arguments
+               for arguments in pip_installs(base))
+    tensorflow = next(line for line in (REPO / JOBS_REQUIREMENTS).read_text().splitlines()
+                      if line.startswith("tensorflow-cpu=="))
+    pins = [line for line in (REPO / gpu_requirements).read_text().splitlines() if line and not line.startswith("#")]
+    assert tensorflow == "tensorflow-cpu==2.15.1", "the CUDA pins are TensorFlow 2.15.1's: update both files"
+    assert pins and all(re.fullmatch(r"nvidia-[a-z0-9-]+-cu12==[0-9.]+", pin) for pin in pins), pins
 
 
 def test_base_ships_no_compiler_or_headers():

@@ -85,6 +85,25 @@ def test_gpus_are_limits_on_workers_only(gpus: int, limit: int | None) -> None:
     assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": ""} in launcher["env"]
 
 
+@pytest.mark.parametrize(("gpus", "slots", "per_rank"), [(0, None, "0"), (1, None, "1"), (4, None, "1"), (4, 2, "2"),
+                                                      (3, 2, "1")])
+def test_every_pod_says_how_many_gpus_each_rank_holds_and_which_image_it_runs(gpus: int, slots: int | None,
+                                                                              per_rank: str) -> None:
+    """trainlib reads the names it stops a rank by (trainlib.gpus) from the pods the operator builds."""
+    from trainlib.gpus import GPUS_ENV, IMAGE_ENV
+
+    spec: dict[str, Any] = {"resources": {"gpusPerWorker": gpus}}
+    if slots is not None:
+        spec["slotsPerWorker"] = slots
+    job = parse_job(training(launcher={"runAsWorker": True}, **spec))
+    worker = build_worker_pod(job, 0)["spec"]["containers"][0]
+    launcher = build_launcher_job(job)["spec"]["template"]["spec"]["containers"][0]
+    for container in (worker, launcher):
+        env = {entry["name"]: entry.get("value") for entry in container["env"]}
+        assert (env[GPUS_ENV], env[IMAGE_ENV]) == (per_rank, "kubetrain/cifar-mixup:0.1.0")
+        assert GPUS_ENV in env["KUBETRAIN_FORWARD_ENV"].split(), "the launcher forwards it to every rank"
+
+
 def test_every_child_is_owned_and_labelled() -> None:
     for obj in every_child(training()):
         meta = obj["metadata"]

@@ -136,6 +136,15 @@ def test_run_local_needs_an_existing_data_dir(tmp_path, capsys):
     assert "--data-dir" in capsys.readouterr().err
 
 
+def test_a_local_run_of_a_gpu_job_uses_what_this_machine_has(tmp_path):
+    """The pods' ranks stop when they cannot see the GPUs they hold; on this machine nothing was given to them."""
+    job = local.load_job(write(tmp_path, JOB.replace("slotsPerWorker: 2", "slotsPerWorker: 2\n  resources: "
+                                                                            "{gpusPerWorker: 2}")))
+    plan = local.plan_local_run(job, data_dir=str(tmp_path / "data"), checkpoint_root=str(tmp_path / "ckpt"),
+                                hostfile=str(tmp_path / "hostfile"), environ={"PATH": "/usr/bin"})
+    assert job.spec.gpus_per_rank == 1 and "KUBETRAIN_GPUS_PER_RANK" not in plan.env
+
+
 def test_local_plan_sets_the_environment_contract(tmp_path):
     job = local.load_job(write(tmp_path, JOB), namespace="ml")
     plan = local.plan_local_run(
@@ -143,7 +152,8 @@ def test_local_plan_sets_the_environment_contract(tmp_path):
         data_dir=str(tmp_path / "data"),
         checkpoint_root=str(tmp_path / "ckpt"),
         hostfile=str(tmp_path / "hostfile"),
-        environ={"PATH": "/usr/bin", "KUBETRAIN_REPORT_STATUS": "1", "HOROVOD_LOG_LEVEL": "info"},
+        environ={"PATH": "/usr/bin", "KUBETRAIN_REPORT_STATUS": "1", "KUBETRAIN_GPUS_PER_RANK": "1",
+                 "HOROVOD_LOG_LEVEL": "info"},
         extra_args=["--epochs", "1", "--export=/checkpoints/final"],
     )
     env = plan.env
@@ -154,6 +164,7 @@ def test_local_plan_sets_the_environment_contract(tmp_path):
     assert env["KUBETRAIN_WAIT_SECONDS"] == "60"
     assert env["KUBETRAIN_HOSTFILE"] == str(tmp_path / "hostfile") and plan.hostfile_text == "localhost slots=4\n"
     assert "KUBETRAIN_REPORT_STATUS" not in env, "no cluster to report to"
+    assert "KUBETRAIN_GPUS_PER_RANK" not in env, "no GPUs given to the ranks"
     assert env["GREETING"] == "hello demo, $(literal)"
     assert "API_TOKEN" not in env
     assert plan.warnings and "spec.env[3] (API_TOKEN)" in plan.warnings[0] and "export API_TOKEN" in plan.warnings[0]
