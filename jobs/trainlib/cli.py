@@ -1,5 +1,6 @@
 """What every program's command line shares: common flags, directory defaults, logging, error exits, and the one
-entry point (`run_program`: the program's `cli.parse`, then its `train.train`).
+entry point (`run_program`: the program's `cli.parse`, then its `train.train`). `is_elastic` reads how horovodrun runs
+the job, so flags can be checked against it before Horovod starts.
 
 This module must not import TensorFlow: `quiet_tensorflow()` has to run before TensorFlow loads.
 """
@@ -99,6 +100,17 @@ def add_elastic_arguments(parser: argparse.ArgumentParser) -> None:
                         help="elastic Horovod only: every N batches and at each epoch's end, keep a copy of the state "
                              "in memory and check for hosts that joined or left; when a rank fails, the others go "
                              f"back to the last copy (default: {DEFAULT_COMMIT_EVERY_BATCHES})")
+
+
+def is_elastic(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether horovodrun runs this job elastically: it then sets HOROVOD_ELASTIC=1 in every rank's environment.
+    Horovod reads the variable as an integer (unset: 0)."""
+    env = os.environ if environ is None else environ
+    value = env.get("HOROVOD_ELASTIC", "").strip()
+    try:
+        return int(value or "0") != 0
+    except ValueError:
+        raise ValueError(f"HOROVOD_ELASTIC must be an integer (horovodrun sets 1), got {value!r}") from None
 
 
 def setup_logging(rank: int) -> None:
