@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
-from trainlib import gpus
+from trainlib import gpus, precision
 from trainlib.errors import TrainingInputError
 
 EXIT_BAD_INPUT = 2
@@ -92,6 +92,10 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, epochs: int, batch_
     parser.add_argument("--tensorboard-every-steps", type=non_negative_int, default=DEFAULT_TENSORBOARD_EVERY_STEPS,
                         help="rank 0 writes the learning rate to TensorBoard every N optimizer steps, besides every "
                              f"epoch's metrics (0: never; default: {DEFAULT_TENSORBOARD_EVERY_STEPS})")
+    parser.add_argument("--mixed-precision", action="store_true",
+                        help="compute in float16 and keep the weights in float32 (Keras's mixed_float16 policy), "
+                             "for GPUs; checkpoints are the same with or without it; not in elastic runs "
+                             "(default: off)")
 
 
 def add_elastic_arguments(parser: argparse.ArgumentParser) -> None:
@@ -139,12 +143,18 @@ def run_program(program: str, parse: Callable[[Sequence[str] | None], argparse.N
     files and whatever else can be checked without TensorFlow), then `<program>.train.train(args)`, where TensorFlow
     and Horovod first load. So `--help`, a bad flag or a bad file ends the run before either starts; bad input ends
     as in `run_main`: one line, exit code 2. In between, `gpus.check_gpus()` ends the same way a rank that holds GPUs
-    TensorFlow cannot see, before Horovod starts or any data is read."""
+    TensorFlow cannot see, before Horovod starts or any data is read. Then `--mixed-precision` sets Keras's policy
+    before the program builds its model (`precision.use_mixed_precision`); a rank without a GPU says, in one line,
+    that it will be slow."""
 
     def main(argv: Sequence[str] | None) -> int:
         quiet_tensorflow()
         args = parse(argv)
         gpus.check_gpus()
+        if args.mixed_precision:
+            note = precision.use_mixed_precision(is_elastic())
+            if note is not None:
+                print(f"{program}: warning: {note}", file=sys.stderr, flush=True)
         return importlib.import_module(f"{program}.train").train(args)
 
     return run_main(main, program, argv)
