@@ -12,7 +12,8 @@ import tensorflow as tf
 def build_cnn(input_shape: tuple[int, int, int], num_classes: int = 10, number_conv: int = 4,
               number_dense: int = 2, dropout: float = 0.4) -> tf.keras.Model:
     """Conv(24 + 12 s) + BN for s < number_conv, Flatten, Dropout, number_dense x [Dense(num_classes, relu) + Dropout],
-    BN, Dense(num_classes, softmax) -- the notebook's `create_model(4, 2)`."""
+    BN, Dense(num_classes, softmax) -- the notebook's `create_model(4, 2)`. The softmax computes in float32 under any
+    policy, so the loss never sees float16 probabilities."""
     layers = tf.keras.layers
     model = tf.keras.Sequential(name="cifar_mixup_cnn")
     model.add(tf.keras.Input(shape=input_shape))
@@ -25,5 +26,5 @@ def build_cnn(input_shape: tuple[int, int, int], num_classes: int = 10, number_c
         model.add(layers.Dense(num_classes, activation="relu"))
         model.add(layers.Dropout(dropout))
     model.add(layers.BatchNormalization())
-    model.add(layers.Dense(num_classes, activation="softmax"))
+    model.add(layers.Dense(num_classes, activation="softmax", dtype="float32"))
     return model

@@ -33,7 +33,7 @@ from higgs.sync import ElasticAveraging, LocalTraining, WarmedUpTraining, Window
 from higgs.trainers import TrainerResult, TrainerSettings
 from trainlib import distributed
 from trainlib.cli import resolve_checkpoint_dir
-from trainlib.custom_loop import EpochRecorder
+from trainlib.custom_loop import EpochRecorder, loss_scaled
 from trainlib.distributed import WorkerContext
 from trainlib.errors import TrainingInputError
 from trainlib.hdf5_input import RankInput
@@ -73,11 +73,12 @@ def check_parameter_server_world(settings: TrainerSettings, context: WorkerConte
 
 
 def make_optimizer(settings: TrainerSettings, learning_rate: float, size: int) -> tf.keras.optimizers.legacy.Optimizer:
-    """Adagrad as in the notebook; the allreduce trainer wraps it in Horovod's DistributedOptimizer at lr x size."""
+    """Adagrad as in the notebook; the allreduce trainer wraps it in Horovod's DistributedOptimizer at lr x size.
+    Under --mixed-precision every trainer's optimizer scales the loss (`custom_loop.loss_scaled`)."""
     if settings.name == "allreduce":
         scaled = distributed.scaled_learning_rate(learning_rate, size)
-        return distributed.distributed_optimizer(tf.keras.optimizers.legacy.Adagrad(scaled))
-    return tf.keras.optimizers.legacy.Adagrad(learning_rate)
+        return loss_scaled(distributed.distributed_optimizer(tf.keras.optimizers.legacy.Adagrad(scaled)))
+    return loss_scaled(tf.keras.optimizers.legacy.Adagrad(learning_rate))
 
 
 def make_role(settings: TrainerSettings, model: tf.keras.Model, optimizer: tf.keras.optimizers.legacy.Optimizer,

@@ -1,4 +1,5 @@
-"""The article's deliberately small CNN: Conv2D(8, 3x3, same, ReLU) -> Flatten -> Dense(10, softmax)."""
+"""The article's deliberately small CNN: Conv2D(8, 3x3, same, ReLU) -> Flatten -> Dense(10, softmax). The softmax
+computes in float32 under any policy (--mixed-precision), so the loss never sees float16 probabilities."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ def build_cnn(input_shape: tuple[int, int, int], num_classes: int = 10) -> tf.ke
     inputs = tf.keras.Input(shape=input_shape)
     features = tf.keras.layers.Conv2D(8, (3, 3), padding="same", activation="relu")(inputs)
     features = tf.keras.layers.Flatten()(features)
-    outputs = tf.keras.layers.Dense(num_classes, activation="softmax")(features)
+    outputs = tf.keras.layers.Dense(num_classes, activation="softmax", dtype="float32")(features)
     return tf.keras.Model(inputs, outputs, name="mnist_cnn")
 
 

@@ -20,9 +20,11 @@ Modules, one job each:
 - `callbacks`      Keras callbacks adapting checkpoints, history and progress to `model.fit`
 - `keras_training` `fit_distributed`: resume + broadcast + `model.fit` with all callbacks, for Keras programs
 - `elastic`        `fit_elastic`: the same under elastic Horovod (ranks fail or join while training goes on)
-- `custom_loop`    for programs with their own loop: `EpochRecorder` (checkpoint, history and progress per epoch) and
-                   Horovod's warm-up as pure functions (`warmup_learning_rate`, `warmup_fraction`)
+- `custom_loop`    for programs with their own loop: `EpochRecorder` (checkpoint, history and progress per epoch),
+                   Horovod's warm-up as pure functions (`warmup_learning_rate`, `warmup_fraction`), and `loss_scaled`
+                   (the LossScaleOptimizer Keras `compile` gives `fit` under --mixed-precision)
 - `gpus`           the `-gpu` image naming rule, and `check_gpus`: a rank that holds GPUs TensorFlow cannot see stops
+- `precision`      `--mixed-precision`: Keras's mixed_float16 policy, refused in elastic runs, slow on a CPU
 - `cli`            shared argparse flags, logging setup, and `run_main` (bad input -> one stderr line, exit 2)
 - `errors`         `TrainingInputError` and its subclasses
 

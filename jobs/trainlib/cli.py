@@ -1,5 +1,6 @@
 """What every program's command line shares: common flags, directory defaults, logging, error exits, and the one
-entry point (`run_program`: the program's `cli.parse`, then its `train.train`).
+entry point (`run_program`: the program's `cli.parse`, then its `train.train`). `is_elastic` reads how horovodrun runs
+the job, so flags can be checked against it before Horovod starts.
 
 This module must not import TensorFlow: `quiet_tensorflow()` has to run before TensorFlow loads.
 """
@@ -13,7 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
-from trainlib import gpus
+from trainlib import gpus, precision
 from trainlib.errors import TrainingInputError
 
 EXIT_BAD_INPUT = 2
@@ -91,6 +92,10 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, epochs: int, batch_
     parser.add_argument("--tensorboard-every-steps", type=non_negative_int, default=DEFAULT_TENSORBOARD_EVERY_STEPS,
                         help="rank 0 writes the learning rate to TensorBoard every N optimizer steps, besides every "
                              f"epoch's metrics (0: never; default: {DEFAULT_TENSORBOARD_EVERY_STEPS})")
+    parser.add_argument("--mixed-precision", action="store_true",
+                        help="compute in float16 and keep the weights in float32 (Keras's mixed_float16 policy), "
+                             "for GPUs; checkpoints are the same with or without it; not in elastic runs "
+                             "(default: off)")
 
 
 def add_elastic_arguments(parser: argparse.ArgumentParser) -> None:
@@ -99,6 +104,17 @@ def add_elastic_arguments(parser: argparse.ArgumentParser) -> None:
                         help="elastic Horovod only: every N batches and at each epoch's end, keep a copy of the state "
                              "in memory and check for hosts that joined or left; when a rank fails, the others go "
                              f"back to the last copy (default: {DEFAULT_COMMIT_EVERY_BATCHES})")
+
+
+def is_elastic(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether horovodrun runs this job elastically: it then sets HOROVOD_ELASTIC=1 in every rank's environment.
+    Horovod reads the variable as an integer (unset: 0)."""
+    env = os.environ if environ is None else environ
+    value = env.get("HOROVOD_ELASTIC", "").strip()
+    try:
+        return int(value or "0") != 0
+    except ValueError:
+        raise ValueError(f"HOROVOD_ELASTIC must be an integer (horovodrun sets 1), got {value!r}") from None
 
 
 def setup_logging(rank: int) -> None:
@@ -127,12 +143,18 @@ def run_program(program: str, parse: Callable[[Sequence[str] | None], argparse.N
     files and whatever else can be checked without TensorFlow), then `<program>.train.train(args)`, where TensorFlow
     and Horovod first load. So `--help`, a bad flag or a bad file ends the run before either starts; bad input ends
     as in `run_main`: one line, exit code 2. In between, `gpus.check_gpus()` ends the same way a rank that holds GPUs
-    TensorFlow cannot see, before Horovod starts or any data is read."""
+    TensorFlow cannot see, before Horovod starts or any data is read. Then `--mixed-precision` sets Keras's policy
+    before the program builds its model (`precision.use_mixed_precision`); a rank without a GPU says, in one line,
+    that it will be slow."""
 
     def main(argv: Sequence[str] | None) -> int:
         quiet_tensorflow()
         args = parse(argv)
         gpus.check_gpus()
+        if args.mixed_precision:
+            note = precision.use_mixed_precision(is_elastic())
+            if note is not None:
+                print(f"{program}: warning: {note}", file=sys.stderr, flush=True)
         return importlib.import_module(f"{program}.train").train(args)
 
     return run_main(main, program, argv)

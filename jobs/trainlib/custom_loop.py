@@ -2,6 +2,7 @@
 
 - `warmup_learning_rate`, `warmup_fraction`: Horovod's warm-up (`LearningRateWarmupCallback`'s formula) as pure
   functions of progress.
+- `loss_scaled`: the `LossScaleOptimizer` Keras `compile` gives `fit` under --mixed-precision.
 - `EpochRecorder`: rank 0's end-of-epoch work in one call: checkpoint, `history.json`/`history.png`, TensorBoard's
   event files, status progress, written on a background thread (as the Keras programs' callbacks do) so the next
   epoch does not wait for them; and `after_step`, which every N steps hands TensorBoard the learning rate.
@@ -36,6 +37,7 @@ from trainlib.checkpoints import Checkpoint, CheckpointManager
 from trainlib.cli import DEFAULT_TENSORBOARD_EVERY_STEPS
 from trainlib.distributed import WorkerContext
 from trainlib.history import HistoryLog
+from trainlib.precision import POLICY as MIXED_PRECISION_POLICY
 from trainlib.progress import ProgressReporter
 from trainlib.tensorboard import TensorBoardLog, current_learning_rate, graph_of, is_due
 
@@ -54,6 +56,20 @@ def warmup_learning_rate(target: float, size: int, epochs_done: float, warmup_ep
     if warmup_epochs <= 0 or epochs_done >= warmup_epochs:
         return target
     return target * warmup_fraction(epochs_done / warmup_epochs, size)
+
+
+def loss_scaled(optimizer: tf.keras.optimizers.legacy.Optimizer) -> tf.keras.optimizers.legacy.Optimizer:
+    """Under the mixed_float16 policy (--mixed-precision), `optimizer` wrapped in a `LossScaleOptimizer`, as Keras
+    `compile` does for `fit`; under any other policy, `optimizer` itself. The wrapper's `minimize(loss, variables,
+    tape=tape)` scales the loss, unscales the gradients and skips a step whose gradients overflowed.
+
+    Wrap Horovod's `DistributedOptimizer`, never the reverse (Horovod cannot rebuild a `LossScaleOptimizer`:
+    horovod/horovod#2989). The ranks then average the gradients of the scaled loss and unscale the average, so every
+    rank sees the same overflow and skips the same step.
+    """
+    if tf.keras.mixed_precision.global_policy().name != MIXED_PRECISION_POLICY:
+        return optimizer
+    return tf.keras.mixed_precision.LossScaleOptimizer(optimizer)
 
 
 class EpochRecorder:

@@ -8,14 +8,12 @@
 4. `horovod_callbacks(...)`: average epoch metrics over ranks, warm the lr up. Rank 0's variables reach every rank
    before training in `resume.restore_and_broadcast`, which also checks that they arrived.
 
-Works the same with a single process started without horovodrun (size 1). `is_elastic()` tells an elastic run
+Works the same with a single process started without horovodrun (size 1). `cli.is_elastic()` tells an elastic run
 (`horovodrun --min-np/--max-np`), where rank and size change while training: see `trainlib.elastic`.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,17 +59,6 @@ def init_horovod() -> WorkerContext:
 def current_context() -> WorkerContext:
     """This process's rank, size and local rank now. In an elastic run they change when ranks leave or join."""
     return WorkerContext(rank=hvd.rank(), size=hvd.size(), local_rank=hvd.local_rank())
-
-
-def is_elastic(environ: Mapping[str, str] | None = None) -> bool:
-    """Whether horovodrun runs this job elastically: it then sets HOROVOD_ELASTIC=1 in every rank's environment.
-    Horovod reads the variable as an integer (unset: 0)."""
-    env = os.environ if environ is None else environ
-    value = env.get("HOROVOD_ELASTIC", "").strip()
-    try:
-        return int(value or "0") != 0
-    except ValueError:
-        raise ValueError(f"HOROVOD_ELASTIC must be an integer (horovodrun sets 1), got {value!r}") from None
 
 
 def start_rank(seed: int | None) -> WorkerContext:

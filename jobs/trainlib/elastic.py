@@ -1,7 +1,7 @@
 """Elastic Horovod for Keras programs: training goes on when a rank fails or a host joins.
 
 horovodrun runs a job elastically with `--min-np`/`--max-np` and a host discovery script, and sets HOROVOD_ELASTIC=1
-in every rank (`distributed.is_elastic`). `fit_elastic` then trains inside `hvd.elastic.run`:
+in every rank (`cli.is_elastic`). `fit_elastic` then trains inside `hvd.elastic.run`:
 
 1. Before the state is made, the optimizer's slots exist (made without a collective), and rank 0 restores the latest
    checkpoint. The first `state.sync()` gives every rank rank 0's weights, slots and position.

@@ -18,7 +18,7 @@ import tensorflow as tf
 from trainlib import distributed
 from trainlib.callbacks import chief_callbacks
 from trainlib.checkpoints import CheckpointManager
-from trainlib.cli import DEFAULT_COMMIT_EVERY_BATCHES, DEFAULT_TENSORBOARD_EVERY_STEPS
+from trainlib.cli import DEFAULT_COMMIT_EVERY_BATCHES, DEFAULT_TENSORBOARD_EVERY_STEPS, is_elastic
 from trainlib.distributed import WorkerContext, horovod_callbacks
 from trainlib.elastic import InputFactory, fit_elastic
 from trainlib.hdf5_input import RankInput
@@ -60,11 +60,11 @@ def fit_distributed(context: WorkerContext, model: tf.keras.Model, inputs: Input
     `inputs(context)` builds this rank's (train, validation) pipelines. `learning_rate` is one rank's; the model is
     compiled at `distributed.scaled_learning_rate(learning_rate, context.size)`. Only rank 0 touches
     `checkpoint_dir`. Validation (if given) runs on every rank over its own block of the held-out data; the reported
-    `val_*` metrics are averaged over ranks. Elastic runs (`distributed.is_elastic()`) commit every
+    `val_*` metrics are averaged over ranks. Elastic runs (`cli.is_elastic()`) commit every
     `commit_every_batches` batches, see `elastic.fit_elastic`. `headline` names the metric the job's status shows.
     Rank 0 writes the learning rate to TensorBoard every `tensorboard_every_steps` steps (`trainlib.tensorboard`).
     """
-    if distributed.is_elastic():
+    if is_elastic():
         return fit_elastic(model, inputs, lambda now, validation: evaluate_held_out(now, model, validation),
                            epochs=epochs, learning_rate=learning_rate, warmup_epochs=warmup_epochs,
                            checkpoint_dir=checkpoint_dir, keep_checkpoints=keep_checkpoints, title=title,

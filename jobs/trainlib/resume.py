@@ -32,7 +32,9 @@ def keras_state(model: tf.keras.Model) -> dict[str, list[tf.Variable]]:
     """The variables a Keras checkpoint holds: all model weights, and the optimizer's iteration counter and slots.
 
     The optimizer's slot variables are created here (before the first step) so they can be restored and broadcast.
-    Hyperparameters such as the learning rate are not saved: they come from the flags and the warm-up schedule.
+    Hyperparameters such as the learning rate are not saved: they come from the flags and the warm-up schedule. Nor
+    is a `LossScaleOptimizer`'s loss scale (--mixed-precision): its `variables()` are the wrapped optimizer's, so a
+    checkpoint is the same with or without the flag.
     """
     optimizer = model.optimizer
     variables: dict[str, list[tf.Variable]] = {"model": list(model.weights)}
@@ -52,8 +54,11 @@ def create_optimizer_slots(optimizer: tf.keras.optimizers.legacy.Optimizer, vari
     over ranks, is not called) without tf.distribute's aggregation, so no collective runs; then it sets `iterations`
     back to 0. A zero gradient changes nothing in SGD (with or without momentum), Adam, Adagrad, Adadelta or RMSprop
     (it would in Ftrl, whose step recomputes the weights). Under a tf.distribute strategy's scope the step runs in its
-    replicas, so the slots are the strategy's variables.
+    replicas, so the slots are the strategy's variables. A `LossScaleOptimizer` (--mixed-precision) has the slots made
+    in the optimizer it wraps, whose variables are also the ones its `variables()` lists.
     """
+    if isinstance(optimizer, tf.keras.mixed_precision.LossScaleOptimizer):
+        optimizer = optimizer.inner_optimizer
     if not isinstance(optimizer, tf.keras.optimizers.legacy.Optimizer):
         raise TypeError(f"create_optimizer_slots needs a tf.keras.optimizers.legacy optimizer, got {type(optimizer)}")
     if int(optimizer.iterations.numpy()) != 0:

@@ -6,6 +6,10 @@ clusters. The trainable centroids `mu` live in the model, so they are checkpoint
 
 Every batch normalisation reads its momentum from one shared variable, which the training loop moves along the
 reference's staircase schedule (see schedules.batch_norm_momentum).
+
+Under Keras's mixed_float16 policy (--mixed-precision) the layers compute in float16, but the k-NN distances, the
+logits and the embedding are float32: a float16 sum of squares overflows at 65504 and rounds neighbours together, and
+the losses take float32 inputs.
 """
 
 from __future__ import annotations
@@ -156,24 +160,25 @@ class GapNet(tf.keras.Model):
         self.aggregate = PointwiseDense(config.embedding_dim, source, name="aggregate")
         self.dense = [PointwiseDense(width, source, name=f"dense_{i}") for i, width in enumerate(config.dense_widths)]
         self.dropouts = [tf.keras.layers.Dropout(rate) if rate else None for rate in config.dropout_rates]
-        self.classifier = tf.keras.layers.Dense(config.num_classes, name="logits")
+        self.classifier = tf.keras.layers.Dense(config.num_classes, name="logits", dtype="float32")
         self.centroids = self.add_weight(
             name="centroids", shape=(config.num_clusters, config.embedding_dim), initializer="zeros", trainable=True
         )
 
     def call(self, points: tf.Tensor, training: bool | None = None) -> tuple[tf.Tensor, tf.Tensor]:
         k = self.config.neighbors
-        neighbor_index = nearest_neighbors(eta_phi_distance(points), k)
+        neighbor_index = nearest_neighbors(eta_phi_distance(tf.cast(points, tf.float32)), k)
         net, local0 = self.block0(points, points, neighbor_index, training=training)
         net01 = self.convs[0](net, training=training)
         net02 = self.convs[1](net01, training=training)
-        neighbor_index = nearest_neighbors(pairwise_squared_distance(net02), k)
+        neighbor_index = nearest_neighbors(pairwise_squared_distance(tf.cast(net02, tf.float32)), k)
         net, local1 = self.block1(net02, points, neighbor_index, training=training)
         net11 = self.convs[2](net, training=training)
         net12 = self.convs[3](net11, training=training)
         net = tf.concat([net01, net02, net11, net12, local0, local1], axis=-1)
         aggregated = self.aggregate(net, training=training)
         embedding = tf.reduce_max(aggregated, axis=1) if self.config.pooling == "max" else tf.reduce_mean(aggregated, 1)
+        embedding = tf.cast(embedding, tf.float32)
         hidden = embedding
         for dense, dropout in zip(self.dense, self.dropouts, strict=True):
             hidden = dense(hidden, training=training)

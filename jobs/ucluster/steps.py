@@ -1,6 +1,7 @@
 """The compiled per-batch steps of UCluster training: pretraining, joint training, and evaluation.
 
-The optimizer is Horovod's DistributedOptimizer, so `minimize` averages gradients over ranks. Before each training step
+The optimizer is Horovod's DistributedOptimizer, so `minimize` averages gradients over ranks; under --mixed-precision
+a LossScaleOptimizer wraps it, and `minimize` also scales the loss and unscales the gradients. Before each training step
 the shared batch-norm momentum is moved to the schedule's value for the optimizer's current step.
 """
 

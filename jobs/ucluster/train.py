@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from trainlib import distributed
-from trainlib.custom_loop import EpochRecorder
+from trainlib.custom_loop import EpochRecorder, loss_scaled
 from trainlib.distributed import WorkerContext
 from trainlib.hdf5_files import FileInfo
 from trainlib.hdf5_input import RankInput, make_dataset
@@ -73,7 +73,7 @@ def _to_example(points: tf.Tensor, pid: tf.Tensor, label: tf.Tensor) -> tuple[tf
 
 def build_optimizer(args: argparse.Namespace, size: int, steps_per_epoch: int) -> tf.keras.optimizers.legacy.Optimizer:
     """Adam (or momentum SGD) at lr x size on the reference's staircase (after the optional warm-up), wrapped to
-    average gradients over ranks."""
+    average gradients over ranks, and to scale the loss under --mixed-precision."""
     schedule = StaircaseLearningRate(distributed.scaled_learning_rate(args.learning_rate, size),
                                      samples_per_step=args.batch_size * size, decay_step=args.decay_step,
                                      decay_rate=args.decay_rate, size=size,
@@ -82,7 +82,7 @@ def build_optimizer(args: argparse.Namespace, size: int, steps_per_epoch: int) -
         optimizer = tf.keras.optimizers.legacy.SGD(schedule, momentum=args.momentum)
     else:
         optimizer = tf.keras.optimizers.legacy.Adam(schedule)
-    return distributed.distributed_optimizer(optimizer)
+    return loss_scaled(distributed.distributed_optimizer(optimizer))
 
 
 def train_epoch(steps: UClusterSteps, train: RankInput, full: bool, alpha: float, num_clusters: int,

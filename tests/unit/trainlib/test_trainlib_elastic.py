@@ -12,8 +12,8 @@ import tensorflow as tf
 
 from cifar_mixup.cli import build_parser as cifar_mixup_parser
 from mnist.cli import build_parser as mnist_parser
-from trainlib.cli import DEFAULT_COMMIT_EVERY_BATCHES, add_elastic_arguments
-from trainlib.distributed import distributed_optimizer, is_elastic
+from trainlib.cli import DEFAULT_COMMIT_EVERY_BATCHES, add_elastic_arguments, is_elastic
+from trainlib.distributed import distributed_optimizer
 from trainlib.elastic import FitCall, PositionCallback, RescaleLearningRate, fit_calls, run_elastic, steps_already_done
 from trainlib.resume import create_optimizer_slots
 

@@ -1,5 +1,6 @@
 """A fresh optimizer's slots exist before the first step (so a checkpoint can be restored into them), and making them
-changes nothing: the first real step is the one a fresh optimizer would take."""
+changes nothing: the first real step is the one a fresh optimizer would take. Under --mixed-precision the wrapped
+optimizer's variables are the same ones, without a loss scale: a checkpoint is the same with or without the flag."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ WRAPPERS = {  # Horovod is not initialised here: a collective would raise
     "plain": lambda optimizer: optimizer,
     "horovod.tensorflow.keras": hvd_keras.DistributedOptimizer,
     "horovod.tensorflow": hvd_tf.DistributedOptimizer,
+    "mixed precision": lambda optimizer: tf.keras.mixed_precision.LossScaleOptimizer(
+        hvd_keras.DistributedOptimizer(optimizer)),
 }
 
 
