@@ -59,7 +59,7 @@ def test_a_keras_fit_program_trains_two_ranks_in_mixed_precision_and_saves_float
     command = ["-m", "cifar_mixup", "--data-dir", str(data), "--checkpoint-dir", str(checkpoints),
                "--batch-size", "16", "--learning-rate", "3.0", "--seed", "1"]
 
-    done = jobs.run_checked(jobs.horovodrun_command("gloo", [*command, "--epochs", "1", "--mixed-precision"]),
+    done = jobs.run_checked(jobs.launch_command("gloo", [*command, "--epochs", "1", "--mixed-precision"]),
                             tmp_path)
     assert (done.stdout + done.stderr).count(f"cifar_mixup: {CPU_NOTE}\n") == 2, "one line from each rank"
     (record,) = json.loads((checkpoints / "history.json").read_text())["epochs"]
