@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 
 import pytest
 from docker_pods import docker
+from test_job import start_job, start_workers
 
 from tests.support.job_on_hosts import job_body
 from tests.support.programs import PROGRAMS
@@ -108,13 +108,8 @@ def test_gpu_image_ships_no_compiler_and_no_cuda_headers(gpu_images):
 
 
 def test_two_ranks_train_cifar_mixup_in_the_gpu_image_on_cpus(on_docker, gpu_images, digits):
-    body = job_body("gpudigits", ["python", "-m", "cifar_mixup", "--epochs", "1", "--seed", "1"])
-    body["spec"]["image"] = gpu_images["cifar_mixup"]
-    job = on_docker(body)
-    for path in digits.iterdir():  # file by file: copytree would give the claim the source folder's 0700 mode
-        shutil.copy(path, job.data_dir)
-    for index in range(2):
-        job.start_worker(index).wait_for_log("Server listening")
+    job = start_job(on_docker, gpu_images, digits, "gpudigits", epochs=1, wait_seconds=60)
+    start_workers(job)
     launcher = job.start_launcher()
     code = launcher.wait(timeout=600)
     log = launcher.logs()
