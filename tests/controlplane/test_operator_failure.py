@@ -35,14 +35,21 @@ def entrypoint_report() -> ModuleType:
     return module
 
 
-def launcher_termination_message() -> str:
-    """What the launcher's entrypoint writes when Open MPI's real output says rank 1 exited 3 (a captured run)."""
+def termination_message(streams: list[tuple[str, str]], exit_code: int) -> str:
+    """What the launcher's entrypoint writes after Open MPI's output `streams` ((stream, text) in order) and mpirun's
+    `exit_code`."""
     report = entrypoint_report()
     output = report.RankOutput("openmpi4")
-    for stream in ("stdout", "stderr"):
-        output.feed(stream, SAMPLE.with_suffix(f".{stream}").read_bytes().decode())
+    for stream, text in streams:
+        output.feed(stream, text)
     output.close()
-    return report.encode(report.report(output, 3)).decode()
+    return report.encode(report.report(output, exit_code)).decode()
+
+
+def launcher_termination_message() -> str:
+    """What the launcher's entrypoint writes when Open MPI's real output says rank 1 exited 3 (a captured run)."""
+    return termination_message([(stream, SAMPLE.with_suffix(f".{stream}").read_bytes().decode())
+                                for stream in ("stdout", "stderr")], 3)
 
 
 def test_a_failing_rank_is_named_with_its_pod_node_exit_code_and_last_lines(
@@ -99,13 +106,9 @@ def test_a_worker_killed_for_memory_is_named_with_its_rank_and_node(
 def cpu_image_termination_message(line: str) -> str:
     """The launcher's report when both ranks stop with `line` and Open MPI names rank 0 as the first to exit 2: the
     captured run's summary, with this run's lines, rank and exit code."""
-    report = entrypoint_report()
     summary = SAMPLE.with_suffix(".stderr").read_text().split("\n", 1)[1]
     summary = summary.replace("[[20785,1],1]", "[[20785,1],0]").replace("Exit code:    3", "Exit code:    2")
-    output = report.RankOutput("openmpi4")
-    output.feed("stderr", f"[1,0]<stderr>:{line}\n[1,1]<stderr>:{line}\n{summary}")
-    output.close()
-    return report.encode(report.report(output, 2)).decode()
+    return termination_message([("stderr", f"[1,0]<stderr>:{line}\n[1,1]<stderr>:{line}\n{summary}")], 2)
 
 
 def test_a_rank_holding_a_gpu_in_a_cpu_image_fails_the_job_at_once_naming_the_image_to_use(
