@@ -15,6 +15,7 @@ Modules, one job each:
 - `status_payload` pure builder of the status patch (`status.progress`, `status.checkpoint`)
 - `kube_status`    the one module that talks to the Kubernetes API: merge-patch the status subresource
 - `progress`       `ProgressReporter`: rank 0's reports, on with KUBETRAIN_REPORT_STATUS=1, never fatal
+- `startup`        rank 0's startup report: when Horovod's world was up and its first step done
 - `history`        `history.json` and the `history.png` training curve next to the checkpoints
 - `plots`          the training-curve plots (matplotlib, Agg backend)
 - `callbacks`      Keras callbacks adapting checkpoints, history and progress to `model.fit`

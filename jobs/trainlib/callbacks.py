@@ -25,6 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import tensorflow as tf
 
+from trainlib import startup
 from trainlib.checkpoints import Checkpoint, CheckpointManager
 from trainlib.cli import DEFAULT_TENSORBOARD_EVERY_STEPS
 from trainlib.distributed import WorkerContext
@@ -234,14 +235,26 @@ class ProgressCallback(tf.keras.callbacks.Callback):
         run_or_submit(self.writer, send)
 
 
+class FirstStepCallback(tf.keras.callbacks.Callback):
+    """Rank 0's first training step ends its startup (trainlib.startup); later steps cost one attribute check."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._supports_tf_logs = True  # the step's logs stay tensors: reading none of them, it waits for none
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        startup.first_step()
+
+
 def chief_callbacks(context: WorkerContext, manager: CheckpointManager, variables: Mapping[str, Sequence[tf.Variable]],
                     title: str, epochs: int, steps: int, initial_epoch: int, headline: str | None = None,
                     tensorboard_every_steps: int = DEFAULT_TENSORBOARD_EVERY_STEPS,
                     ) -> list[tf.keras.callbacks.Callback]:
-    """History after every epoch (json; the plot by time), then TensorBoard (the learning rate also every
-    `tensorboard_every_steps` steps), then the checkpoint, then progress in the job's status (by time), all written on
-    one background thread so that training never waits for a disk or the API server. The history is history.json's,
-    resumed at `initial_epoch`: the status's history keeps the epochs of the attempts before."""
+    """The first step's startup report, then history after every epoch (json; the plot by time), then TensorBoard
+    (the learning rate also every `tensorboard_every_steps` steps), then the checkpoint, then progress in the job's
+    status (by time), all written on one background thread so that training never waits for a disk or the API
+    server. The history is history.json's, resumed at `initial_epoch`: the status's history keeps the epochs of the
+    attempts before."""
     history = HistoryLog(manager.directory, title, plot_interval=PLOT_INTERVAL_SECONDS)
     history.resume_at(initial_epoch)
     writer = BackgroundWriter()
@@ -249,7 +262,8 @@ def chief_callbacks(context: WorkerContext, manager: CheckpointManager, variable
     tensorboard = TensorBoardLog(manager.directory, tensorboard_every_steps)
     # History and TensorBoard before the checkpoint: a kill between them leaves an epoch recorded but not saved, which
     # the resume drops and trains again (`resume_at`); the other order would lose the epoch from them for good.
-    return [HistoryCallback(history, writer), TensorBoardCallback(tensorboard, initial_epoch, writer), checkpoints,
+    return [FirstStepCallback(), HistoryCallback(history, writer),
+            TensorBoardCallback(tensorboard, initial_epoch, writer), checkpoints,
             ProgressCallback(ProgressReporter.from_environment(headline=headline), epochs, steps, checkpoints, writer,
                              report_interval=REPORT_INTERVAL_SECONDS, history=history),
             writer]

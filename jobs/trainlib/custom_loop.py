@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
+from trainlib import startup
 from trainlib.callbacks import PLOT_INTERVAL_SECONDS, BackgroundWriter, run_or_submit
 from trainlib.checkpoints import Checkpoint, CheckpointManager
 from trainlib.cli import DEFAULT_TENSORBOARD_EVERY_STEPS
@@ -122,9 +123,10 @@ class EpochRecorder:
             run_or_submit(self.writer, lambda: tensorboard.graph(graph_of(model, inputs)))
 
     def after_step(self, optimizer: tf.keras.optimizers.legacy.Optimizer) -> None:
-        """Count an optimizer step; every `tensorboard.every_steps` steps read the learning rate now and hand it to
-        TensorBoard."""
+        """Count an optimizer step (the first ends rank 0's startup, trainlib.startup); every
+        `tensorboard.every_steps` steps read the learning rate now and hand it to TensorBoard."""
         self.steps += 1
+        startup.first_step()
         tensorboard, step = self.tensorboard, self.steps
         if tensorboard is not None and is_due(step, tensorboard.every_steps):
             rate = current_learning_rate(optimizer)
@@ -133,7 +135,9 @@ class EpochRecorder:
     def record(self, epoch: int, metrics: Mapping[str, float],
                variables: Mapping[str, Sequence[tf.Variable]]) -> None:
         """After completed epoch `epoch` (1-based): copy the variables now; append the history, save them and report
-        progress on the writer's thread. Raises the failure of an earlier epoch's writes."""
+        progress on the writer's thread. Raises the failure of an earlier epoch's writes. The first epoch's end also
+        ends the startup of a rank 0 that takes no steps of its own (a parameter server)."""
+        startup.first_step()
         state = {group: [variable.numpy() for variable in group_vars] for group, group_vars in variables.items()}
         names = {group: [variable.name for variable in group_vars] for group, group_vars in variables.items()}
         metrics = dict(metrics)

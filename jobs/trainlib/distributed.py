@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 import tensorflow as tf
 
+from trainlib import startup
 from trainlib.cli import setup_logging
 
 
@@ -62,10 +63,12 @@ def current_context() -> WorkerContext:
 
 
 def start_rank(seed: int | None) -> WorkerContext:
-    """A Horovod program's first step: `init_horovod()`, this rank's logging, and, with a seed, `seed + rank` as
-    TensorFlow's, NumPy's and Python's seed (every rank shuffles and drops out differently, reproducibly)."""
+    """A Horovod program's first step: `init_horovod()`, this rank's logging, rank 0's startup report (the world is
+    up), and, with a seed, `seed + rank` as TensorFlow's, NumPy's and Python's seed (every rank shuffles and drops out
+    differently, reproducibly)."""
     context = init_horovod()
     setup_logging(context.rank)
+    startup.world_up(context.rank)
     if seed is not None:
         tf.keras.utils.set_random_seed(seed + context.rank)
     return context

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
 
 from trainlib.resume_policy import Written
-from trainlib.status_payload import build_resume_patch, build_status_patch
+from trainlib.status_payload import build_resume_patch, build_startup_patch, build_status_patch
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +73,12 @@ class ProgressReporter:
         if not self.enabled:
             return False
         return self._send(build_resume_patch(resumed))
+
+    def report_startup(self, attempt: int, world_up_at: datetime, first_step_at: datetime | None = None) -> bool:
+        """Say when Horovod's world was up and the first training step done (status.progress.startup)."""
+        if not self.enabled:
+            return False
+        return self._send(build_startup_patch(attempt=attempt, world_up_at=world_up_at, first_step_at=first_step_at))
 
     def _send(self, body: dict) -> bool:
         if self._patch is None:

@@ -2,9 +2,10 @@
 
 The operator owns every other status field (the chart's admission policy refuses a pod any other): a training
 program only ever sets these two (merge patch): `status.progress = {epoch, epochs, step, metrics: {name: float},
-headline, history: [{epoch, metrics}], updatedAt}` and `status.checkpoint = {path, epoch, resumedFrom: {path, epoch,
-writtenAt, jobUID}}`. `headline` names the metric the program is judged by (`kubectl get dtr` shows it). `history`
-holds the last HISTORY_EPOCHS epochs, the current one last.
+headline, history: [{epoch, metrics}], updatedAt, startup: {attempt, worldUpAt, firstStepAt}}` and
+`status.checkpoint = {path, epoch, resumedFrom: {path, epoch, writtenAt, jobUID}}`. `headline` names the metric the
+program is judged by (`kubectl get dtr` shows it). `history` holds the last HISTORY_EPOCHS epochs, the current one
+last. `startup` is the attempt's start (trainlib.startup), sent apart from the epochs' reports.
 """
 
 from __future__ import annotations
@@ -71,3 +72,18 @@ def build_resume_patch(resumed: Written | None) -> dict:
     block = None if resumed is None else {"path": resumed.path, "epoch": int(resumed.epoch),
                                           "writtenAt": resumed.written_at, "jobUID": resumed.job_uid}
     return {"status": {"checkpoint": {"resumedFrom": block}}}
+
+
+def build_startup_patch(*, attempt: int, world_up_at: datetime, first_step_at: datetime | None = None) -> dict:
+    """The merge-patch body for rank 0's startup report (status.progress.startup): when Horovod's world was up and,
+    once done, its first training step, in milliseconds, for attempt `attempt` (KUBETRAIN_ATTEMPT)."""
+    startup: dict[str, object] = {"attempt": int(attempt), "worldUpAt": rfc3339_ms(world_up_at)}
+    if first_step_at is not None:
+        startup["firstStepAt"] = rfc3339_ms(first_step_at)
+    return {"status": {"progress": {"startup": startup}}}
+
+
+def rfc3339_ms(moment: datetime) -> str:
+    """UTC timestamp with milliseconds, e.g. 2024-05-01T12:00:00.250Z."""
+    utc = moment.astimezone(timezone.utc)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"

@@ -148,6 +148,7 @@ class Job:
     queue: Queue | None = None  # Kueue admits the workers as one group
     # Not in the spec: where this installation takes the pods' entrypoints from (the chart's entrypoints.image).
     entrypoints_image: str = ENTRYPOINTS_IMAGE
+    created: str | None = None  # metadata.creationTimestamp (the API server's; none in a job.yaml)
 
 
 def check(body: Mapping[str, Any]) -> None:
@@ -177,7 +178,8 @@ def parse_job(body: Mapping[str, Any], entrypoints_image: str = ENTRYPOINTS_IMAG
     labels = dict(metadata.get("labels") or {})
     spec = _parse_spec(full["spec"])
     return Job(name=metadata["name"], namespace=metadata.get("namespace") or "default", uid=metadata.get("uid") or "",
-               spec=spec, labels=labels, queue=_parse_queue(labels, spec), entrypoints_image=entrypoints_image)
+               spec=spec, labels=labels, queue=_parse_queue(labels, spec), entrypoints_image=entrypoints_image,
+               created=metadata.get("creationTimestamp"))
 
 
 def _parse_queue(labels: Mapping[str, Any], spec: JobSpec) -> Queue | None:

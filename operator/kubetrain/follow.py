@@ -38,6 +38,7 @@ class Snapshot:
     epochs: int | None = None
     metric: str | None = None
     restarts: int = 0
+    startup: str | None = None  # the last startup phase reached and the seconds to it, e.g. WorkersReady@5s
     message: str = field(default="", compare=False)
     metrics: Mapping[str, float] = field(default_factory=dict, compare=False)
 
@@ -63,9 +64,19 @@ def snapshot(body: Mapping[str, Any]) -> Snapshot:
         epochs=progress.get("epochs"),
         metric=headline_metric(progress),
         restarts=status.get("restarts") or 0,
+        startup=startup_word(status.get("startup")),
         message=status.get("message") or "",
         metrics=dict(progress.get("metrics") or {}),
     )
+
+
+def startup_word(startup: Any) -> str | None:
+    """`<last phase reached>@<seconds from the first>s` of status.startup, or None before any phase."""
+    phases = startup.get("phases") if isinstance(startup, Mapping) else None
+    if not phases or not isinstance(phases[-1], Mapping):
+        return None
+    total = startup.get("seconds")
+    return f"{phases[-1].get('name')}@{total:g}s" if isinstance(total, int | float) else str(phases[-1].get("name"))
 
 
 def changes(snapshots: Iterable[Snapshot | None], previous: Snapshot | None = None) -> Iterator[Snapshot | None]:
@@ -87,10 +98,12 @@ def changes(snapshots: Iterable[Snapshot | None], previous: Snapshot | None = No
 
 
 def details(snap: Snapshot) -> list[str]:
-    """Workers, epoch, metric and restarts as key=value words; what is not known yet is left out."""
+    """Workers, startup, epoch, metric and restarts as key=value words; what is not known yet is left out."""
     words = []
     if snap.total is not None:
         words.append(f"workers={snap.ready or 0}/{snap.total}")
+    if snap.startup:
+        words.append(f"startup={snap.startup}")
     if snap.epoch is not None:
         words.append(f"epoch={snap.epoch}/{snap.epochs}" if snap.epochs else f"epoch={snap.epoch}")
     if snap.metric:

@@ -51,7 +51,7 @@ def test_rank_zero_reports_epochs_metrics_and_checkpoint(
     env = {
         "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "KUBECONFIG": str(kubeconfig),
         "KUBETRAIN_REPORT_STATUS": "1", "KUBETRAIN_NAMESPACE": namespace, "KUBETRAIN_JOB_NAME": "digits",
-        "TF_CPP_MIN_LOG_LEVEL": "2",
+        "KUBETRAIN_ATTEMPT": "0", "TF_CPP_MIN_LOG_LEVEL": "2",
     }
     run = subprocess.run(
         [sys.executable, "-m", "cifar_mixup", "--data-dir", str(data), "--checkpoint-dir", str(checkpoints),
@@ -73,10 +73,22 @@ def test_rank_zero_reports_epochs_metrics_and_checkpoint(
     row = control_plane.kubectl("get", "dtr", "digits", "--namespace", namespace, "--no-headers").split()
     assert row[3] == "2/2" and row[4].startswith("val_accuracy=")  # NAME PHASE WORKERS EPOCH METRIC AGE
 
+    # the startup timeline, from the job's creation to the first step rank 0 reported
+    startup = wait_until(lambda: (s := control_plane.get("dtr", "digits", namespace)["status"]["startup"])
+                         .get("waitingFor") is None and s, message="the operator to end the startup timeline")
+    phases = startup["phases"]
+    assert [p["name"] for p in phases] == ["Created", "Scheduled", "ContainersStarted", "WorkersReady",
+                                           "LauncherStarted", "WorldUp", "FirstStep"], startup
+    assert startup["attempt"] == 0 and startup["seconds"] == pytest.approx(sum(p["seconds"] for p in phases), abs=0.5)
+    reached = [datetime.fromisoformat(p["at"].replace("Z", "+00:00")) for p in phases]
+    assert reached[-1] > reached[-2] and reached[-1] < datetime.now(timezone.utc), startup  # rank 0's own times
+
     shown = subprocess.run([str(Path(sys.executable).parent / "kubetrain"), "status", "digits", "-n", namespace],
                            env=control_plane.env(), capture_output=True, text=True, timeout=60)
     assert shown.returncode == 0, shown.stderr
     assert "epoch 2/2" in shown.stdout and f"checkpoint: {status['checkpoint']['path']}" in shown.stdout
+    assert f"startup:    attempt 0 ({startup['seconds']:g} s): Created, Scheduled +" in shown.stdout, shown.stdout
+    assert "FirstStep +" in shown.stdout and "waiting:" not in shown.stdout, shown.stdout
 
     # the token is good for this job's status only
     create(control_plane, namespace, training("other", workers=1, resources={"gpusPerWorker": 0}))

@@ -197,6 +197,7 @@ def test_elastic(jobs: Jobs) -> None:
 
     assert RESTARTING not in jobs.phases(name), f"{name} restarted: {jobs.phases(name)}"
     assert status.get("restarts") == 0, f"{name} has status.restarts={status.get('restarts')}, expected 0"
+    assert_started(status)  # the start of the first workers, whatever joined and left since
     launchers = [pod["metadata"]["name"] for pod in jobs.pods(name, ROLE_LAUNCHER)]
     assert len(launchers) == 1, f"{name} had launcher pods {launchers}, expected the one"
     log = jobs.launcher_log(name, "--timestamps")
@@ -438,7 +439,20 @@ def assert_finished(jobs: Jobs, name: str, epochs: int, table: str | None = None
         f"status.progress.metrics should show val_accuracy above {LEARNED} (chance is 0.1): {progress}"
     assert checkpoint.get("path") and checkpoint.get("epoch") == epochs, \
         f"status.checkpoint should name the epoch-{epochs} checkpoint: {checkpoint}"
+    assert_started(status)
     return str(checkpoint["path"])
+
+
+def assert_started(status: dict[str, Any]) -> None:
+    """status.startup shows the last attempt's every phase, up to rank 0's first step, and waits for nothing."""
+    startup, attempt = status.get("startup") or {}, status.get("attempt", 0)
+    phases = startup.get("phases") or []
+    LOG.info("startup of attempt %s: %s", attempt, ", ".join(f"{p['name']} +{p['seconds']}s" for p in phases))
+    first = "Created" if attempt == 0 else "Restarted"
+    assert [p["name"] for p in phases] == [first, "Scheduled", "ContainersStarted", "WorkersReady", "LauncherStarted",
+                                           "WorldUp", "FirstStep"], f"status.startup should show every phase: {startup}"
+    assert startup.get("attempt") == attempt and not startup.get("waitingFor"), startup
+    assert abs(startup["seconds"] - sum(p["seconds"] for p in phases)) < 0.5, startup
 
 
 def delete_worker_after_an_epoch(jobs: Jobs, name: str) -> int:

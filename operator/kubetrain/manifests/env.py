@@ -20,9 +20,10 @@ def checkpoint_dir(job: Job) -> str:
     return f"{job.spec.checkpoint.mount_path}/{job.namespace}/{job.name}"
 
 
-def job_environment(job: Job, in_pod: bool = True) -> dict[str, str]:
+def job_environment(job: Job, in_pod: bool = True, attempt: int | None = None) -> dict[str, str]:
     """KUBETRAIN_* variables every worker, launcher and rank sees, and Open MPI's defaults the job's env leaves.
-    `in_pod=False` (`kubetrain run --local`) leaves out what only a pod has: a status to report to, and GPUs given."""
+    `in_pod=False` (`kubetrain run --local`) leaves out what only a pod has: a status to report to, and GPUs given.
+    `attempt` is the pods' attempt (status.attempt), which rank 0 names in its startup report."""
     spec = job.spec
     values = {
         "KUBETRAIN_JOB_NAME": job.name,
@@ -50,6 +51,8 @@ def job_environment(job: Job, in_pod: bool = True) -> dict[str, str]:
         values["KUBETRAIN_REPORT_STATUS"] = "1"
         # a rank that holds GPUs its program cannot see stops at once (trainlib.gpus, lib/common.sh's kt_check_gpus)
         values["KUBETRAIN_GPUS_PER_RANK"] = str(spec.gpus_per_rank)
+        if attempt is not None:
+            values["KUBETRAIN_ATTEMPT"] = str(attempt)
     if spec.mpi_implementation == "OpenMPI":
         user_set = {entry["name"] for entry in spec.env}
         values.update({name: value for name, value in OPEN_MPI_ENV.items() if name not in user_set})
@@ -69,7 +72,7 @@ def pod_own_names(job: Job) -> list[str]:
     return [entry["name"] for entry in job.spec.env if set(entry.get("valueFrom") or {}) & set(POD_OWN_SOURCES)]
 
 
-def container_env(job: Job) -> list[dict[str, Any]]:
-    """The contract as a container env list, followed by the user's spec.env entries."""
-    contract = [{"name": key, "value": value} for key, value in job_environment(job).items()]
+def container_env(job: Job, attempt: int) -> list[dict[str, Any]]:
+    """The contract for a pod of `attempt` as a container env list, followed by the user's spec.env entries."""
+    contract = [{"name": key, "value": value} for key, value in job_environment(job, attempt=attempt).items()]
     return [*contract, *(dict(entry) for entry in job.spec.env)]

@@ -48,7 +48,7 @@ def build_launcher_job(job: Job, attempt: int = 0) -> dict[str, Any]:
         "name": ROLE_LAUNCHER,
         "image": spec.image,
         "command": [f"{ENTRYPOINTS}/launcher", *spec.command],
-        "env": [*container_env(job), {"name": "HOME", "value": HOME_DIR},
+        "env": [*container_env(job, attempt), {"name": "HOME", "value": HOME_DIR},
                 # where the entrypoint writes which rank failed (its terminationMessagePath)
                 {"name": "KUBETRAIN_TERMINATION_LOG", "value": TERMINATION_LOG},
                 *([] if runs_ranks else NO_GPU_ENV)],

@@ -61,7 +61,7 @@ def build_worker_pod(job: Job, index: int, attempt: int = 0) -> dict[str, Any]:
         "name": ROLE_WORKER,
         "image": spec.image,
         "command": [f"{ENTRYPOINTS}/worker"],
-        "env": [*container_env(job), {"name": "HOME", "value": HOME_DIR}],
+        "env": [*container_env(job, attempt), {"name": "HOME", "value": HOME_DIR}],
         "ports": [{"name": "ssh", "containerPort": SSH_PORT, "protocol": "TCP"}],
         "readinessProbe": {"tcpSocket": {"port": SSH_PORT}, "periodSeconds": 2, "failureThreshold": 3},
         "resources": worker_resources(job),

@@ -15,7 +15,7 @@ from kubetrain.contract import LABEL_JOB, LABEL_ROLE, ROLE_LAUNCHER, ROLE_WORKER
 from kubetrain.failure_policy import Cause
 from kubetrain.failure_report import placement
 from kubetrain.kueue import cluster_queue, gated, waiting_words
-from kubetrain.plan import elastic
+from kubetrain.plan import elastic, startup
 from kubetrain.plan.desired import drifted
 from kubetrain.plan.model import EVENT_MESSAGE_CHARS, Create, CreateSshSecret, Event, Obj, Plan
 from kubetrain.plan.world import World
@@ -161,6 +161,7 @@ def running(world: World, plan: Plan) -> None:
     plan.status = status_of(world, phase, reason, message, conditions, ready)
     plan.status["workers"].update(members.workers)
     plan.status["startTime"] = iso(world.started)
+    plan.status["startup"] = startup.timeline(world, plan.status["conditions"])
     if status.get("phase") != phase:
         plan.events.append(Event("Normal", reason if phase != r.RESTARTING else r.RESTARTING, f"{phase}: {message}"))
     if unschedulable and status.get("reason") not in (r.UNSCHEDULABLE, r.GANG_UNSCHEDULABLE):
@@ -233,6 +234,7 @@ def _next_attempt(world: World, reason: str, message: str, plan: Plan, condition
         **(conditions or {}),
     }
     plan.status = status_of(world, r.RESTARTING, reason, message, merged, 0, world.attempt + 1)
+    plan.status["startup"] = startup.restarting(world.attempt + 1, world.now)
     plan.events.append(Event("Warning", reason, reported(world, failure, message, plan)))
 
 
@@ -253,6 +255,7 @@ def failed(world: World, failure: Failure, plan: Plan) -> None:
     }
     plan.status = status_of(world, r.FAILED, failure.reason, failure.message, conditions, 0)
     plan.status["completionTime"] = iso(world.now)
+    _end_startup(world, plan)
     plan.events.append(Event("Warning", failure.reason, reported(world, failure, failure.message, plan)))
 
 
@@ -264,7 +267,15 @@ def succeeded(world: World, plan: Plan) -> None:
     }
     plan.status = status_of(world, r.SUCCEEDED, r.LAUNCHER_SUCCEEDED, message, conditions, 0)
     plan.status["completionTime"] = iso(world.now)
+    _end_startup(world, plan)
     plan.events.append(Event("Normal", r.LAUNCHER_SUCCEEDED, message))
+
+
+def _end_startup(world: World, plan: Plan) -> None:
+    """A finished job's timeline stays as it was, waiting for nothing."""
+    ended = startup.ended(world.status)
+    if ended is not None:
+        plan.status["startup"] = ended
 
 
 def suspended(world: World, plan: Plan) -> None:

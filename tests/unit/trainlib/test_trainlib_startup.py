@@ -1,0 +1,82 @@
+"""Rank 0's startup report: one patch with both times after a quick first step, the world-up time alone first when
+the first step is slow, a body the CRD admits, and nothing from other ranks or runs that do not report."""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timedelta, timezone
+
+import jsonschema
+
+from kubetrain.schema import crd_schema
+from trainlib import startup
+from trainlib.progress import ProgressReporter
+from trainlib.startup import StartupReport
+from trainlib.status_payload import build_startup_patch
+
+T0 = datetime(2024, 5, 1, 12, 0, 0, 250000, tzinfo=timezone.utc)
+
+
+class Clock:
+    """Each reading is one and a half seconds after the one before."""
+
+    def __init__(self) -> None:
+        self.now = T0 - timedelta(seconds=1.5)
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(seconds=1.5)
+        return self.now
+
+
+def recording_reporter() -> tuple[ProgressReporter, list[dict], threading.Event]:
+    sent: list[dict] = []
+    arrived = threading.Event()
+
+    def patch(namespace: str, name: str, body: dict) -> None:
+        sent.append(body["status"]["progress"]["startup"])
+        arrived.set()
+
+    return ProgressReporter("ml", "cifar", patch), sent, arrived
+
+
+def test_a_quick_first_step_sends_both_times_in_one_report() -> None:
+    reporter, sent, _ = recording_reporter()
+    report = StartupReport(reporter, attempt=2, clock=Clock(), delay=60)
+    report.world_up()
+    report.first_step()
+    report.first_step()  # every later step: nothing more
+    assert report.sender is not None
+    report.sender.join(10)
+    assert sent == [{"attempt": 2, "worldUpAt": "2024-05-01T12:00:00.250Z", "firstStepAt": "2024-05-01T12:00:01.750Z"}]
+
+
+def test_a_slow_first_step_sends_the_world_up_time_alone_first() -> None:
+    reporter, sent, arrived = recording_reporter()
+    report = StartupReport(reporter, attempt=0, clock=Clock(), delay=0.05)
+    report.world_up()
+    assert arrived.wait(10), "no world-up report after the delay"
+    report.first_step()
+    assert report.sender is not None
+    report.sender.join(10)
+    assert sent == [{"attempt": 0, "worldUpAt": "2024-05-01T12:00:00.250Z"},
+                    {"attempt": 0, "worldUpAt": "2024-05-01T12:00:00.250Z",
+                     "firstStepAt": "2024-05-01T12:00:01.750Z"}]
+
+
+def test_the_crd_admits_the_report() -> None:
+    schema = crd_schema()["properties"]["status"]
+    body = build_startup_patch(attempt=1, world_up_at=T0, first_step_at=T0 + timedelta(seconds=3))
+    jsonschema.validate(body["status"], schema)
+    assert body["status"]["progress"]["startup"]["firstStepAt"] == "2024-05-01T12:00:03.250Z"
+
+
+def test_only_rank_0_of_a_job_that_reports_its_status_sends_one(monkeypatch) -> None:
+    monkeypatch.setattr(startup, "_current", None)
+    env = {"KUBETRAIN_REPORT_STATUS": "1", "KUBETRAIN_NAMESPACE": "ml", "KUBETRAIN_JOB_NAME": "cifar",
+           "KUBETRAIN_ATTEMPT": "0"}
+    assert startup.world_up(1, env) is None
+    assert startup.world_up(0, {**env, "KUBETRAIN_REPORT_STATUS": "0"}) is None
+    assert startup.world_up(0, {key: value for key, value in env.items() if key != "KUBETRAIN_ATTEMPT"}) is None
+    assert startup.world_up(0, {**env, "KUBETRAIN_ATTEMPT": "first"}) is None
+    startup.first_step()  # no report started: nothing happens
+    assert startup._current is None
