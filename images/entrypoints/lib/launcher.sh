@@ -9,9 +9,10 @@
 # 2. finds the MPI: KUBETRAIN_MPI_IMPLEMENTATION (spec.mpi.implementation: OpenMPI, IntelMPI or MPICH) and what its
 #    launcher's `--version` prints (Open MPI 4 and 5 take different options); a different MPI in the image is named.
 #    An elastic job needs horovodrun instead;
-# 3. waits until every other host in KUBETRAIN_HOSTFILE accepts an ssh login (`ssh host true`, retried while the name
-#    does not resolve yet or sshd is not listening), for at most KUBETRAIN_WAIT_SECONDS (default 300) in total; its own
-#    line (launcher.runAsWorker) needs only to resolve. An elastic job waits for KUBETRAIN_ELASTIC_MIN_WORKERS of them;
+# 3. waits until every other host in KUBETRAIN_HOSTFILE accepts an ssh login (`ssh host true`, 32 hosts at a time,
+#    retried while the name does not resolve yet or sshd is not listening), for at most KUBETRAIN_WAIT_SECONDS
+#    (default 300) in total; its own line (launcher.runAsWorker) needs only to resolve. An elastic job waits for
+#    KUBETRAIN_ELASTIC_MIN_WORKERS of them;
 # 4. runs the implementation's command line (lib/mpi.sh) with KUBETRAIN_NUM_PROCESSES ranks, forwarding PATH,
 #    LD_LIBRARY_PATH, PYTHONPATH, every name in KUBETRAIN_FORWARD_ENV and any NCCL_, HOROVOD_, FI_, I_MPI_, UCX_ or
 #    MPIR_CVAR_ variable to the ranks. An elastic job runs horovodrun (lib/elastic.sh, lib/horovodrun.py) instead:
@@ -169,8 +170,10 @@ is_own() { [ "${1%%.*}" = "${HOSTNAME%%.*}" ]; }
 # A launcher that runs ranks holds the workers' GPUs, and checks them as a worker does.
 for host in "${hosts[@]}"; do is_own "$host" && kt_check_gpus; done
 
-# Bounded wait: one `ssh host true` per pending host per round; the last error per host explains a timeout.
+# Bounded wait: one `ssh host true` per pending host per round, KT_SSH_CHECKS of them at once (a round over 1,000
+# hosts takes seconds, not minutes); the last error per host explains a timeout.
 # An elastic job goes on after a round in which minWorkers workers accepted; horovodrun adds the others later.
+KT_SSH_CHECKS=32
 declare -A last_error=()
 pending=("${hosts[@]}")
 accepted=0
@@ -180,26 +183,51 @@ if [ -n "$elastic_max" ]; then
 else
   kt_log "waiting up to ${wait_seconds}s for ${#hosts[@]} host(s): ${hosts[*]}"
 fi
+checks=$(mktemp -d "${TMPDIR:-/tmp}/kubetrain-ssh-checks.XXXXXX") || kt_die "cannot make a folder under ${TMPDIR:-/tmp}"
+# check_host INDEX HOST CONNECT: one `ssh HOST true`; $checks/INDEX.ok on success, else $checks/INDEX.err says why.
+check_host() {
+  local out
+  if out=$(timeout "$(($3 + 5))" ssh "${ssh_options[@]}" -o ConnectTimeout="$3" "$2" true 2>&1); then
+    : >"$checks/$1.ok"
+  else
+    printf '%s' "${out:-ssh exited with status $?}" >"$checks/$1.err"
+  fi
+}
 while :; do
+  left=$((deadline - SECONDS))
+  connect=$((left < 10 ? left : 10))
+  rm -f "$checks"/*
+  index=0
+  running=0
+  for host in "${pending[@]}"; do
+    if [ "$left" -gt 0 ] && ! is_own "$host"; then
+      check_host "$index" "$host" "$connect" &
+      running=$((running + 1))
+      if [ "$running" -ge "$KT_SSH_CHECKS" ]; then
+        wait
+        running=0
+      fi
+    fi
+    index=$((index + 1))
+  done
+  wait
   still=()
   own_pending=0
+  index=0
   for host in "${pending[@]}"; do
-    left=$((deadline - SECONDS))
     if [ "$left" -le 0 ]; then
       still+=("$host")
       is_own "$host" && own_pending=1
-      continue
-    fi
-    connect=$((left < 10 ? left : 10))
-    if is_own "$host"; then
+    elif is_own "$host"; then
       if resolves "$host"; then kt_log "this pod, $host, resolves"; else last_error[$host]="does not resolve"; still+=("$host"); own_pending=1; fi
-    elif out=$(timeout "$((connect + 5))" ssh "${ssh_options[@]}" -o ConnectTimeout="$connect" "$host" true 2>&1); then
+    elif [ -e "$checks/$index.ok" ]; then
       kt_log "worker $host accepts ssh"
       accepted=$((accepted + 1))
     else
-      last_error[$host]=${out:-ssh exited with status $?}
+      last_error[$host]=$(cat "$checks/$index.err" 2>/dev/null || echo "no answer")
       still+=("$host")
     fi
+    index=$((index + 1))
   done
   pending=("${still[@]+"${still[@]}"}")
   [ ${#pending[@]} -eq 0 ] && break
@@ -217,6 +245,7 @@ accepted ssh and the job needs elastic.minWorkers=$elastic_min (launcher.waitFor
   fi
   sleep 1
 done
+rm -rf "$checks"
 
 # The interface of this pod's default route: Hydra's proxies dial back to its address, Gloo's ranks use it.
 iface=""
