@@ -76,11 +76,11 @@ def build_resume_patch(resumed: Written | None) -> dict:
 
 def build_startup_patch(*, attempt: int, world_up_at: datetime, first_step_at: datetime | None = None) -> dict:
     """The merge-patch body for rank 0's startup report (status.progress.startup): when Horovod's world was up and,
-    once done, its first training step, in milliseconds, for attempt `attempt` (KUBETRAIN_ATTEMPT)."""
-    startup: dict[str, object] = {"attempt": int(attempt), "worldUpAt": rfc3339_ms(world_up_at)}
-    if first_step_at is not None:
-        startup["firstStepAt"] = rfc3339_ms(first_step_at)
-    return {"status": {"progress": {"startup": startup}}}
+    once done, its first training step, in milliseconds, for attempt `attempt` (KUBETRAIN_ATTEMPT). Without a first
+    step yet, `firstStepAt` is null, which removes an earlier attempt's (a merge patch keeps what it does not name)."""
+    first_step = rfc3339_ms(first_step_at) if first_step_at is not None else None
+    return {"status": {"progress": {"startup": {"attempt": int(attempt), "worldUpAt": rfc3339_ms(world_up_at),
+                                                "firstStepAt": first_step}}}}
 
 
 def rfc3339_ms(moment: datetime) -> str:

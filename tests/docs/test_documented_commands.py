@@ -157,6 +157,7 @@ NOT_RUN = {
                                   "status_and_kubetrain_wait_exits_1 run it on jobs that succeed and fail",
     "kubectl describe dtr": MENTION,
     "kubetrain status --watch": MENTION,
+    "kubetrain status": f"{MENTION}; tests/controlplane/test_progress_reporting.py runs it on a job of its own",
     "kubetrain tensorboard NAME --port P": f"{PLACEHOLDER}; {KIND_CLUSTER} (test_tensorboard)",
     "helm upgrade --reuse-values --set replicas=2": f"{MENTION}: docs/install.md's upgrade, which the kind tier runs",
     "kubectl apply -f jobs/cifar_mixup/job.yaml && kubetrain wait cifar-mixup":

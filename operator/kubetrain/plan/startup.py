@@ -10,7 +10,7 @@ Kubernetes' one-second resolution; rank 0's have milliseconds.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from kubetrain.contract import ROLE_LAUNCHER, ROLE_WORKER
@@ -23,6 +23,9 @@ CONTAINERS_STARTED, WORKERS_READY, LAUNCHER_STARTED = "ContainersStarted", "Work
 WORLD_UP, FIRST_STEP = "WorldUp", "FirstStep"
 # What rank 0 reports in status.progress.startup (trainlib.startup writes these keys).
 REPORTED = {WORLD_UP: "worldUpAt", FIRST_STEP: "firstStepAt"}
+# Pods' times are whole seconds, rank 0's have milliseconds, and nodes' clocks differ a little: a reported time this much
+# before the phase it follows still counts.
+CLOCK_SLACK = timedelta(seconds=2)
 
 
 def timeline(world: World, conditions: Sequence[Obj]) -> dict[str, Any]:
@@ -36,8 +39,8 @@ def timeline(world: World, conditions: Sequence[Obj]) -> dict[str, Any]:
     times: list[datetime] = []
     for name, found in steps:
         at = kept.get(name) or found
-        if at is None:
-            break
+        if at is None or (name in REPORTED and times and at < times[-1] - CLOCK_SLACK):
+            break  # not yet, or rank 0 reported a time before the phase it follows: not this attempt's
         seconds = (at - times[-1]).total_seconds() if times else 0.0
         phases.append({"name": name, "at": _stamp(at), "seconds": round(max(0.0, seconds), 1)})
         times.append(at)

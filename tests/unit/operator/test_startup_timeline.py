@@ -147,6 +147,8 @@ def test_rank_0s_report_counts_only_for_this_attempt_and_only_with_times_that_re
         assert names(running_world(job, status)["startup"])[-1] == "LauncherStarted", status
     # a first step without a world up is not a timeline: the chain stops at the first phase not reached
     assert names(running_world(job, reported(first_step=at(20)))["startup"])[-1] == "LauncherStarted"
+    # a first step before the world was up is an earlier attempt's (a report that kept it)
+    assert names(running_world(job, reported(world_up=at(12), first_step=at(3)))["startup"])[-1] == "WorldUp"
 
 
 def test_a_later_attempt_starts_at_its_first_worker_pod() -> None:

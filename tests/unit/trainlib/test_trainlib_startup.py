@@ -58,7 +58,7 @@ def test_a_slow_first_step_sends_the_world_up_time_alone_first() -> None:
     report.first_step()
     assert report.sender is not None
     report.sender.join(10)
-    assert sent == [{"attempt": 0, "worldUpAt": "2024-05-01T12:00:00.250Z"},
+    assert sent == [{"attempt": 0, "worldUpAt": "2024-05-01T12:00:00.250Z", "firstStepAt": None},
                     {"attempt": 0, "worldUpAt": "2024-05-01T12:00:00.250Z",
                      "firstStepAt": "2024-05-01T12:00:01.750Z"}]
 
