@@ -23,8 +23,8 @@ CONTAINERS_STARTED, WORKERS_READY, LAUNCHER_STARTED = "ContainersStarted", "Work
 WORLD_UP, FIRST_STEP = "WorldUp", "FirstStep"
 # What rank 0 reports in status.progress.startup (trainlib.startup writes these keys).
 REPORTED = {WORLD_UP: "worldUpAt", FIRST_STEP: "firstStepAt"}
-# Pods' times are whole seconds, rank 0's have milliseconds, and nodes' clocks differ a little: a reported time this much
-# before the phase it follows still counts.
+# Pods' times are whole seconds, rank 0's have milliseconds, and nodes' clocks differ a little: a reported time this
+# much before the phase it follows still counts.
 CLOCK_SLACK = timedelta(seconds=2)
 
 
