@@ -38,9 +38,12 @@ def timeline(world: World, conditions: Sequence[Obj]) -> dict[str, Any]:
     phases: list[dict[str, Any]] = []
     times: list[datetime] = []
     for name, found in steps:
-        at = kept.get(name) or found
-        if at is None or (name in REPORTED and times and at < times[-1] - CLOCK_SLACK):
-            break  # not yet, or rank 0 reported a time before the phase it follows: not this attempt's
+        # not a time rank 0 reported before the phase it follows: that is another attempt's
+        usable = [t for t in (kept.get(name), found)
+                  if t is not None and not (name in REPORTED and times and t < times[-1] - CLOCK_SLACK)]
+        if not usable:
+            break
+        at = usable[0]
         seconds = (at - times[-1]).total_seconds() if times else 0.0
         phases.append({"name": name, "at": _stamp(at), "seconds": round(max(0.0, seconds), 1)})
         times.append(at)

@@ -244,3 +244,11 @@ def test_a_phase_keeps_the_time_it_was_recorded_with() -> None:
     again = decide(job, {"phase": r.RUNNING, **reported(world_up=at(12), first_step=at(20)),
                          "startup": first["startup"]}, later, NOW).status["startup"]
     assert again == first["startup"]
+
+
+def test_a_first_step_recorded_from_an_earlier_attempts_report_gives_way_to_this_attempts() -> None:
+    job = job_of()
+    stale = running_world(job, reported(world_up=at(12), first_step=at(20)))["startup"]
+    stale["phases"][-1]["at"] = at(3)  # before WorldUp: what a report that kept an older firstStepAt left
+    startup = running_world(job, {**reported(world_up=at(12), first_step=at(21)), "startup": stale})["startup"]
+    assert startup["phases"][-1] == {"name": "FirstStep", "at": at(21), "seconds": 9.0}
