@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from kubetrain.plan.model import parse_time
+from kubetrain.plan.model import read_time
 
 
 def format_status(body: Mapping[str, Any], now: datetime | None = None) -> str:
@@ -64,16 +64,9 @@ def startup_lines(startup: Any, now: datetime) -> list[str]:
     reached = f" ({total:g} s)" if isinstance(total, int | float) else ""
     lines = [f"  startup:    attempt {startup.get('attempt', '?')}{reached}: {', '.join(steps) or 'nothing yet'}"]
     if startup.get("waitingFor"):
-        since = _time(startup.get("waitingSince"))
+        since = read_time(startup.get("waitingSince"))
         utc_now = now.astimezone(timezone.utc).replace(tzinfo=None) if now.tzinfo else now
         waited = f", {max(0.0, (utc_now - since).total_seconds()):.0f} s so far" if since else ""
         lines.append(f"  waiting:    for {startup['waitingFor']}{waited}")
     return lines
 
-
-def _time(value: Any) -> datetime | None:
-    """An RFC 3339 time (naive UTC), or None for one that cannot be read."""
-    try:
-        return parse_time(value) if isinstance(value, str) else None
-    except ValueError:
-        return None

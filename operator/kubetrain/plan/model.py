@@ -124,3 +124,11 @@ def parse_time(value: str | None) -> datetime | None:
     micro = int(fraction[:6].ljust(6, "0")) if fraction else 0
     moment = datetime(year, month, day, hour, minute, second, micro, tzinfo=zone)
     return moment.astimezone(timezone.utc).replace(tzinfo=None)
+
+
+def read_time(value: Any) -> datetime | None:
+    """`parse_time` for a value nobody vouches for (rank 0's report): None when it cannot be read."""
+    try:
+        return parse_time(value) if isinstance(value, str) else None
+    except ValueError:
+        return None

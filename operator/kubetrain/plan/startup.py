@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from kubetrain.contract import ROLE_LAUNCHER, ROLE_WORKER
-from kubetrain.plan.model import Obj, parse_time
+from kubetrain.plan.model import Obj, read_time
 from kubetrain.plan.world import World
 from kubetrain.pod_state import is_ready, iso
 
@@ -77,7 +77,7 @@ def _reached(world: World, conditions: Sequence[Obj]) -> list[tuple[str, datetim
     workers = [pod for index, pod in world.live_workers.items() if index < job.spec.workers]
     needed = job.spec.workers_to_start
     if world.attempt == 0:
-        steps: list[tuple[str, datetime | None]] = [(CREATED, _time(job.created))]
+        steps: list[tuple[str, datetime | None]] = [(CREATED, read_time(job.created))]
     else:
         steps = [(RESTARTED, min((t for t in map(_created, workers) if t), default=None))]
     if job.queue is not None:
@@ -131,7 +131,7 @@ def _recorded(world: World) -> dict[str, datetime]:
         return {}
     found = {}
     for phase in startup.get("phases") or []:
-        moment = _time(phase.get("at")) if isinstance(phase, Mapping) else None
+        moment = read_time(phase.get("at")) if isinstance(phase, Mapping) else None
         if moment is not None:
             found[str(phase.get("name"))] = moment
     return found
@@ -145,7 +145,7 @@ def _reported(world: World) -> dict[str, datetime]:
         return {}
     found = {}
     for phase, key in REPORTED.items():
-        moment = _time(startup.get(key))
+        moment = read_time(startup.get(key))
         if moment is not None:
             found[phase] = moment
     return found
@@ -162,7 +162,7 @@ def _started(pod: Obj | None, container: str) -> datetime | None:
     for status in ((pod or {}).get("status") or {}).get("containerStatuses") or []:
         if status.get("name") == container:
             state = status.get("state") or {}
-            return _time((state.get("running") or state.get("terminated") or {}).get("startedAt"))
+            return read_time((state.get("running") or state.get("terminated") or {}).get("startedAt"))
     return None
 
 
@@ -176,7 +176,7 @@ def _waiting_reason(pod: Obj | None, container: str) -> str:
 
 def _condition_time(conditions: Sequence[Obj], kind: str) -> datetime | None:
     found = next((c for c in conditions if c.get("type") == kind and c.get("status") == "True"), None)
-    return _time(found.get("lastTransitionTime")) if found else None
+    return read_time(found.get("lastTransitionTime")) if found else None
 
 
 def _conditions(pod: Obj) -> list[Obj]:
@@ -184,19 +184,11 @@ def _conditions(pod: Obj) -> list[Obj]:
 
 
 def _created(pod: Obj) -> datetime | None:
-    return _time((pod.get("metadata") or {}).get("creationTimestamp"))
+    return read_time((pod.get("metadata") or {}).get("creationTimestamp"))
 
 
 def _name(pod: Obj | None) -> str:
     return str(((pod or {}).get("metadata") or {}).get("name", "?"))
-
-
-def _time(value: Any) -> datetime | None:
-    """An RFC 3339 time, or None for none or one that cannot be read (rank 0's report is not trusted)."""
-    try:
-        return parse_time(value) if isinstance(value, str) else None
-    except ValueError:
-        return None
 
 
 def _stamp(moment: datetime) -> str:
