@@ -4,18 +4,23 @@ status.progress.startup (the operator puts both in the job's startup timeline, s
 Both go out in one report once the first step is done, on a thread of their own, so that a quick start does not also
 load the API client. When the first step is slow to come (WORLD_UP_DELAY_SECONDS after the world is up), the world-up
 time goes out alone first: a job stuck in its data or graph tracing then shows it is past Horovod's start. A rank
-other than 0, or a run that does not report its status (KUBETRAIN_REPORT_STATUS, KUBETRAIN_ATTEMPT), reports nothing.
+other than 0 reports nothing. Rank 0 logs both times in any run (`startup: ...` lines, milliseconds in UTC), so a job
+run without kubetrain's status, under another launcher too, shows how long its start took; only a run that reports
+its status (KUBETRAIN_REPORT_STATUS, KUBETRAIN_ATTEMPT) sends them.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 
 from trainlib.progress import ProgressReporter
+from trainlib.status_payload import rfc3339_ms
 
+log = logging.getLogger(__name__)
 WORLD_UP_DELAY_SECONDS = 10.0
 Clock = Callable[[], datetime]
 
@@ -25,9 +30,9 @@ def _utc_now() -> datetime:
 
 
 class StartupReport:
-    """The two times of one attempt's start, and their reports."""
+    """The two times of one attempt's start, their log lines, and their reports (none without a reporter)."""
 
-    def __init__(self, reporter: ProgressReporter, attempt: int, clock: Clock = _utc_now,
+    def __init__(self, reporter: ProgressReporter | None, attempt: int, clock: Clock = _utc_now,
                  delay: float = WORLD_UP_DELAY_SECONDS) -> None:
         self.reporter = reporter
         self.attempt = attempt
@@ -45,6 +50,9 @@ class StartupReport:
             if self.world_up_at is not None:
                 return
             self.world_up_at = self._clock()
+            log.info("startup: Horovod's world up at %s", rfc3339_ms(self.world_up_at))
+            if self.reporter is None:
+                return
             self._timer = threading.Timer(self.delay, self._send_world_up)
             self._timer.daemon = True
             self._timer.start()
@@ -59,11 +67,16 @@ class StartupReport:
             self.first_step_at = self._clock()
             if self._timer is not None:
                 self._timer.cancel()
+        log.info("startup: first training step done at %s, %.1f s after the world was up",
+                 rfc3339_ms(self.first_step_at), (self.first_step_at - self.world_up_at).total_seconds())
+        if self.reporter is None:
+            return
         # Not a daemon: a run that ends soon after its first step still sends it, as its progress reports are sent.
         self.sender = threading.Thread(target=self._send, name="startup-report")
         self.sender.start()
 
     def _send_world_up(self) -> None:
+        assert self.reporter is not None
         with self._lock:
             if self.first_step_at is not None or self.world_up_at is None:
                 return
@@ -71,7 +84,7 @@ class StartupReport:
         self.reporter.report_startup(self.attempt, world_up_at)
 
     def _send(self) -> None:
-        assert self.world_up_at is not None
+        assert self.reporter is not None and self.world_up_at is not None
         self.reporter.report_startup(self.attempt, self.world_up_at, self.first_step_at)
 
 
@@ -79,17 +92,18 @@ _current: StartupReport | None = None
 
 
 def world_up(rank: int, environ: Mapping[str, str] | None = None) -> StartupReport | None:
-    """Call once Horovod's world is up. On rank 0 of a job that reports its status, starts this process's report
-    (returned); elsewhere does nothing."""
+    """Call once Horovod's world is up. On rank 0, starts (and returns) this process's startup: its log lines, and its
+    report in a job that reports its status. Elsewhere does nothing."""
     global _current
+    if rank != 0 or _current is not None:
+        return None
     env = os.environ if environ is None else environ
     attempt = env.get("KUBETRAIN_ATTEMPT", "")
-    if rank != 0 or _current is not None or not attempt.isdigit() or env.get("KUBETRAIN_REPORT_STATUS") != "1":
-        return None
-    reporter = ProgressReporter.from_environment(env)
-    if not reporter.enabled:
-        return None
-    _current = StartupReport(reporter, int(attempt))
+    reporter: ProgressReporter | None = None
+    if attempt.isdigit() and env.get("KUBETRAIN_REPORT_STATUS") == "1":
+        reporter = ProgressReporter.from_environment(env)
+    _current = StartupReport(reporter if reporter is not None and reporter.enabled else None,
+                             int(attempt) if reporter is not None else 0)
     _current.world_up()
     return _current
 

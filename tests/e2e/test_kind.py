@@ -31,6 +31,9 @@ from kubetrain.children import CHILD_KINDS
 from kubetrain.client import Client, Job
 from kubetrain.contract import LABEL_JOB, ROLE_LAUNCHER, launcher_name, worker_name
 from kubetrain.reasons import FAILED, IMAGE_PULL_FAILED, PENDING, RESTARTING, RUNNING, STARTING, SUCCEEDED
+from tests.bench import first_step, first_step_kind
+from tests.bench.first_step_kind import FirstStepBench
+from tests.bench.report import format_text, write_results
 from tests.e2e.conftest import QuickStart
 from tests.support import screenshots
 from tests.support.documented import REPO, section_commands
@@ -326,6 +329,38 @@ def test_a_failing_rank_is_named_in_the_status_and_kubetrain_wait_exits_1(jobs: 
     assert failure.get("lastLines", [])[-2:] == FAILING_RANK_LINES, failure
     described = installed.kubectl("describe", "distributedtraining", name, "--namespace", NAMESPACE)
     assert FAILING_RANK_LINES[-1] in described and worker_name(name, 1) in described, described
+
+
+def test_time_to_first_step_beside_mpi_operator(installed: KindCluster) -> None:
+    """The kind benchmark at its small size (`python -m tests.bench.first_step_kind --size full` runs it in full): the
+    quick start's job under kubetrain, the same job as an MPIJob under mpi-operator v0.8.0, and the floor each reach
+    their first step, their phases come in order, and kubetrain's status.startup says what the pods and rank 0's log
+    say. The rows go to the artifacts directory; no time is asserted."""
+    workdir = installed.settings.artifacts / "first-step"
+    workdir.mkdir(exist_ok=True)
+    bench = FirstStepBench(installed, QUICK_START_JOB, workdir)
+    try:
+        starts = bench.measure(first_step_kind.SIZES["small"])
+    finally:
+        bench.stop()
+    table = first_step.rows(starts)
+    write_results(workdir, table, {"size": "small", "command": "pytest tests/e2e -k time_to_first_step"})
+    LOG.info("time to first step:\n%s", format_text(table))
+    assert sorted(start.contender for start in starts) == sorted(first_step.CONTENDERS), starts
+    for start in starts:
+        expected = first_step.PHASES if start.contender != first_step.FLOOR else first_step.PHASES[-2:]
+        assert list(start.seconds) == list(expected), f"{start.contender}: phases {start.seconds}"
+        times = list(start.seconds.values())
+        assert all(0 < a <= b + 1 for a, b in zip(times, times[1:], strict=False)), \
+            f"{start.contender}: out of order {start}"
+    kubetrain = next(start for start in starts if start.contender == first_step.KUBETRAIN)
+    for phase, reported in (("first step", "FirstStep"), ("world up", "WorldUp"),
+                            ("launcher running", "LauncherStarted")):
+        assert abs(kubetrain.reported[reported] - kubetrain.seconds[phase]) < 1.5, \
+            f"status.startup's {reported} is not what was seen: {kubetrain}"
+    names = [row.name for row in table]
+    assert "kubetrain / mpi-operator v0.8.0: apply -> first step, 2 workers" in names, names
+    assert "kubetrain / floor: apply -> first step, 2 workers" in names, names
 
 
 def test_missing_image(jobs: Jobs) -> None:

@@ -1,8 +1,10 @@
 """Rank 0's startup report: one patch with both times after a quick first step, the world-up time alone first when
-the first step is slow, a body the CRD admits, and nothing from other ranks or runs that do not report."""
+the first step is slow, a body the CRD admits, nothing from other ranks or runs that do not report, and both times in
+rank 0's log in any run."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from datetime import datetime, timedelta, timezone
 
@@ -71,12 +73,26 @@ def test_the_crd_admits_the_report() -> None:
 
 
 def test_only_rank_0_of_a_job_that_reports_its_status_sends_one(monkeypatch) -> None:
-    monkeypatch.setattr(startup, "_current", None)
     env = {"KUBETRAIN_REPORT_STATUS": "1", "KUBETRAIN_NAMESPACE": "ml", "KUBETRAIN_JOB_NAME": "cifar",
            "KUBETRAIN_ATTEMPT": "0"}
+    monkeypatch.setattr(startup, "_current", None)
     assert startup.world_up(1, env) is None
-    assert startup.world_up(0, {**env, "KUBETRAIN_REPORT_STATUS": "0"}) is None
-    assert startup.world_up(0, {key: value for key, value in env.items() if key != "KUBETRAIN_ATTEMPT"}) is None
-    assert startup.world_up(0, {**env, "KUBETRAIN_ATTEMPT": "first"}) is None
-    startup.first_step()  # no report started: nothing happens
-    assert startup._current is None
+    for silent in ({**env, "KUBETRAIN_REPORT_STATUS": "0"}, {**env, "KUBETRAIN_ATTEMPT": "first"},
+                   {key: value for key, value in env.items() if key != "KUBETRAIN_ATTEMPT"}):
+        monkeypatch.setattr(startup, "_current", None)
+        report = startup.world_up(0, silent)
+        assert report is not None and report.reporter is None, silent
+        startup.first_step()
+        assert report.sender is None, silent  # timed and logged, never sent
+
+
+def test_rank_0_logs_both_times_in_any_run(caplog) -> None:
+    report = StartupReport(None, attempt=0, clock=Clock(), delay=0.01)
+    with caplog.at_level(logging.INFO, logger="trainlib.startup"):
+        report.world_up()
+        report.first_step()
+        report.first_step()
+    assert [record.getMessage() for record in caplog.records] == [
+        "startup: Horovod's world up at 2024-05-01T12:00:00.250Z",
+        "startup: first training step done at 2024-05-01T12:00:01.750Z, 1.5 s after the world was up"]
+    assert report.sender is None
