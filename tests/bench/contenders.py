@@ -24,6 +24,7 @@ class PeerRun:
         binary = mpi_operator.binary()
         assert binary is not None, f"build the peer first: {mpi_operator.BUILD}"
         self.log = log
+        self.port = mpi_operator.hold_health_port()
         with log.open("ab") as output:
             self.process = subprocess.Popen(
                 [str(binary), f"--kubeConfig={kubeconfig}", f"--namespace={namespace}",
@@ -54,6 +55,7 @@ class PeerRun:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        self.port.close()
 
 
 Run = OperatorRun | PeerRun

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import urllib3
 from kubernetes import client, config, watch
@@ -230,6 +230,7 @@ class FirstStepBench:
         self.core = client.CoreV1Api(self.make_client())
         self.watch = PodWatch(self.make_client).start()
         self.peer: subprocess.Popen[bytes] | None = None
+        self.port: IO[str] | None = None  # mpi_operator.hold_health_port(), while the peer runs
 
     def start_peer(self) -> None:
         """mpi-operator's CRD and its controller, as a process against the cluster's API server."""
@@ -241,6 +242,7 @@ class FirstStepBench:
         if not self.kubectl("get", "namespace", mpi_operator.LOCK_NAMESPACE, "--ignore-not-found", "--output=name"):
             self.kubectl("create", "namespace", mpi_operator.LOCK_NAMESPACE)
         log = self.workdir / "mpi-operator.log"
+        self.port = mpi_operator.hold_health_port()
         with log.open("ab") as output:
             self.peer = subprocess.Popen(
                 [str(binary), f"--kubeConfig={self.kubeconfig}", f"--namespace={NAMESPACE}",
@@ -262,6 +264,8 @@ class FirstStepBench:
             except subprocess.TimeoutExpired:
                 self.peer.kill()
                 self.peer.wait()
+        if self.port is not None:
+            self.port.close()
 
     def _log(self, pod: str, container: str | None = None) -> str:
         try:
@@ -421,13 +425,14 @@ def bench_rows(bench: FirstStepBench, sizes: Sizes) -> list[Row]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from tests.bench.run import load_average
     from tests.support.documented import REPO, section_commands
     from tests.support.kind_cluster import missing_prerequisite, running, settings_from_environment
     from tests.support.kind_manifests import QUICK_START_JOB
 
     parser = argparse.ArgumentParser(prog="python -m tests.bench.first_step_kind", description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", choices=sorted(SIZES), default="full")
-    parser.add_argument("--results", type=Path, default=RESULTS / "first-step")
+    parser.add_argument("--results", type=Path, default=RESULTS, help=f"output directory (default: {RESULTS})")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     artifacts = Path(tempfile.mkdtemp(prefix="kubetrain-first-step-"))
@@ -436,7 +441,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if reason:
         print(f"cannot run: {reason}", file=sys.stderr)
         return 2
-    started = time.monotonic()
+    started, load_at_start = time.monotonic(), load_average()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=REPO).stdout.strip()
     with running(settings) as cluster:
         cluster.run_documented(section_commands(REPO / "README.md", "Quick start on kind"))
         cluster.use_every_node()
@@ -444,6 +451,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         found = bench_rows(bench, SIZES[args.size])
     meta = {"size": args.size, "command": f"python -m tests.bench.first_step_kind --size {args.size}",
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "commit": commit, "load average at start": load_at_start, "load average at end": load_average(),
             "seconds": f"{time.monotonic() - started:.0f}", "artifacts": str(artifacts)}
     json_path, markdown_path = write_results(args.results, found, meta)
     print(format_text(found))

@@ -4,9 +4,10 @@ operator process as shipped or tuned."""
 
 from __future__ import annotations
 
+import fcntl
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from .controlplane_access import REPO, ControlPlane, wait_until
 
@@ -20,6 +21,14 @@ TUNED = ("--kube-api-qps=500", "--kube-api-burst=1000", "--threadiness=8", "--co
 
 def root() -> Path:
     return Path(subprocess.run([str(BUILD), "--print-root"], capture_output=True, text=True, check=True).stdout.strip())
+
+
+def hold_health_port() -> IO[str]:
+    """Wait for, then hold, this machine's lock on mpi-operator's health check port (8080, hard-coded): the bench and
+    kind tiers each run one, perhaps at once. Closing the file releases it."""
+    lock = (root().parent / "mpi-operator-8080.lock").open("w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    return lock
 
 
 def binary() -> Path | None:

@@ -2,8 +2,8 @@
 written (cluster, registry, images pushed, chart, volumes, a cifar_mixup job to Succeeded, its curve), a user's own
 image followed by `kubetrain wait`, a restart after a lost worker driven by the Python client with `kubetrain logs` of
 both its attempts, an elastic job that loses a worker and grows by `kubectl scale` without restarting, a job's
-TensorBoard opened with `kubetrain tensorboard` (and the README's screenshots), a rank that fails, a missing image,
-delete, upgrade, uninstall.
+TensorBoard opened with `kubetrain tensorboard` (and the README's screenshots), a rank that fails, the time to the
+first step beside mpi-operator (the kind benchmark at its small size), a missing image, delete, upgrade, uninstall.
 
 Every test runs on the quick start's cluster (conftest.py), so `-k restart` runs the quick start first. The cluster is
 made from the kind and node image tests/e2e/kind-node/build.sh made on this machine (`make test` builds them), else
