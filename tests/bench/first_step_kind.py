@@ -238,7 +238,13 @@ class FirstStepBench:
         if binary is None:
             raise RuntimeError(f"mpi-operator is not built: run {mpi_operator.BUILD}")
         self.kubectl("apply", "--server-side", f"--filename={mpi_operator.crd_path()}")
-        self.kubectl("wait", "--for=condition=Established", "crd/mpijobs.kubeflow.org", "--timeout=60s")
+        deadline = time.monotonic() + 60
+        while "Established=True" not in self.kubectl(
+                "get", "crd", "mpijobs.kubeflow.org",
+                "--output=jsonpath={range .status.conditions[*]}{.type}={.status} {end}"):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the MPIJob CRD is not Established after 60 s")
+            time.sleep(0.5)
         if not self.kubectl("get", "namespace", mpi_operator.LOCK_NAMESPACE, "--ignore-not-found", "--output=name"):
             self.kubectl("create", "namespace", mpi_operator.LOCK_NAMESPACE)
         log = self.workdir / "mpi-operator.log"
