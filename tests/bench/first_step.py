@@ -32,12 +32,14 @@ FLOOR_TARGET = 1.3  # of the floor's
 @dataclass(frozen=True)
 class Start:
     """One start: who ran it, with how many workers, and each phase's seconds after the job was applied. `reported`
-    is a kubetrain job's own timeline (status.startup), phase by phase, on the same scale."""
+    is a kubetrain job's own timeline (status.startup), phase by phase, on the same scale; `restarts` how often the
+    contender's controller had to be started again meanwhile (it exited)."""
 
     contender: str
     workers: int
     seconds: dict[str, float]
     reported: dict[str, float] = field(default_factory=dict)
+    restarts: int = 0
 
     @property
     def total(self) -> float:
@@ -59,7 +61,9 @@ def _detail(starts: Sequence[Start]) -> str:
     totals = [start.total for start in starts]
     phases = [phase for phase in PHASES if all(phase in start.seconds for start in starts)]
     steps = ", ".join(f"{phase} {median([start.seconds[phase] for start in starts]):.1f}" for phase in phases)
-    return f"p90 {percentile(totals, 90):.1f} s over {len(totals)} run(s); median s after apply: {steps}"
+    restarts = sum(start.restarts for start in starts)
+    again = f"; its controller exited and was started again {restarts} time(s)" if restarts else ""
+    return f"p90 {percentile(totals, 90):.1f} s over {len(totals)} run(s){again}; median s after apply: {steps}"
 
 
 def rows(starts: Sequence[Start]) -> list[Row]:

@@ -74,7 +74,7 @@ class Sizes:
     warm_up: bool  # one unmeasured start of each first (images pulled, caches warm)
 
 
-SIZES = {"small": Sizes((2,), 1, False), "full": Sizes((2, 4), 5, True)}
+SIZES = {"small": Sizes((2,), 1, False), "full": Sizes((2, 4), 4, True)}
 
 
 def job_name(contender: str, workers: int, run: str) -> str:
@@ -247,19 +247,36 @@ class FirstStepBench:
             time.sleep(0.5)
         if not self.kubectl("get", "namespace", mpi_operator.LOCK_NAMESPACE, "--ignore-not-found", "--output=name"):
             self.kubectl("create", "namespace", mpi_operator.LOCK_NAMESPACE)
-        log = self.workdir / "mpi-operator.log"
         self.port = mpi_operator.hold_health_port()
+        self._run_peer()
+
+    def _run_peer(self) -> None:
+        """The controller's process, once it has started its workers."""
+        binary = mpi_operator.binary()
+        assert binary is not None
+        log = self.workdir / "mpi-operator.log"
+        before = log.stat().st_size if log.exists() else 0
         with log.open("ab") as output:
             self.peer = subprocess.Popen(
                 [str(binary), f"--kubeConfig={self.kubeconfig}", f"--namespace={NAMESPACE}",
                  f"--lock-namespace={mpi_operator.LOCK_NAMESPACE}", *mpi_operator.TUNED],
                 stdout=output, stderr=subprocess.STDOUT, env={"KUBECONFIG": str(self.kubeconfig), "PATH": "/usr/bin"})
         deadline = time.monotonic() + 120
-        while "Started workers" not in log.read_text(errors="replace"):
+        while "Started workers" not in log.read_bytes()[before:].decode(errors="replace"):
             if self.peer.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"mpi-operator did not start (exit {self.peer.poll()}); log {log}:\n"
                                    + log.read_text(errors="replace")[-3000:])
             time.sleep(0.5)
+
+    def _keep_peer_running(self) -> bool:
+        """Start the controller again if it has exited, as its Deployment would (under load it can lose its lease,
+        and then it exits); True if it had to."""
+        if self.peer is None or self.peer.poll() is None:
+            return False
+        LOG.warning("mpi-operator exited %s (see %s): starting it again", self.peer.returncode,
+                    self.workdir / "mpi-operator.log")
+        self._run_peer()
+        return True
 
     def stop(self) -> None:
         self.watch.stopped.set()
@@ -279,10 +296,11 @@ class FirstStepBench:
         except ApiException:
             return ""  # not started yet
 
-    def _first_step_log(self, name: str, deadline: float) -> str:
-        """The launcher's log once it holds rank 0's first-step line."""
+    def _first_step_log(self, name: str, deadline: float, tend: Callable[[], object] = lambda: None) -> str:
+        """The launcher's log once it holds rank 0's first-step line; `tend()` runs every second meanwhile."""
         pod, text = None, ""
         while time.monotonic() < deadline:
+            tend()
             pod = self.watch.launcher_pod(name)
             text = self._log(pod) if pod else ""
             if "first step" in log_times(text):
@@ -311,17 +329,25 @@ class FirstStepBench:
         name = job_name(contender, workers, run)
         body = training(self.template, name, workers)
         manifest, kind = (body, "distributedtraining") if contender == KUBETRAIN else (mpijob(body), "mpijob")
+        restarts = 0
+
+        def tend() -> None:
+            nonlocal restarts
+            if contender == PEER and self._keep_peer_running():
+                restarts += 1
+
+        tend()
         applied, applied_wall = time.monotonic(), time.time()
         self.kubectl("apply", "--filename=-", input=json.dumps(manifest))
         try:
-            log = self._first_step_log(name, applied + START_TIMEOUT)
+            log = self._first_step_log(name, applied + START_TIMEOUT, tend)
             seconds = {**phases(self.watch.of(name), workers, applied), **log_phases(log, applied_wall)}
             (self.workdir / f"{name}.log").write_text(log)
             reported = self._reported(name, applied_wall) if contender == KUBETRAIN else {}
         finally:
             self._delete(kind, name)
         LOG.info("%s: %s", name, ", ".join(f"{phase} {value:.1f}" for phase, value in seconds.items()))
-        return Start(contender, workers, seconds, reported)
+        return Start(contender, workers, seconds, reported, restarts)
 
     def _reported(self, name: str, applied_wall: float, timeout: float = 30.0) -> dict[str, float]:
         """The job's status.startup once it has its first step (rank 0 sends it just after), as seconds after
@@ -413,7 +439,7 @@ class FirstStepBench:
         starts: list[Start] = []
         if sizes.warm_up:
             for contender in (KUBETRAIN, PEER):
-                self.start(contender, max(sizes.workers), "warm")
+                self.start(contender, min(sizes.workers), "warm")
         for run in range(sizes.repeats):
             for workers in sizes.workers:
                 order = (KUBETRAIN, PEER) if run % 2 == 0 else (PEER, KUBETRAIN)
