@@ -26,13 +26,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import callbacks, elastic_recovery, horovod_overhead, input_pipeline, memory_growth, peak_fraction
+from . import callbacks, elastic_recovery, horovod_overhead, host_check, input_pipeline, memory_growth, peak_fraction
 from .cpu_peak import parse_cpuinfo
 from .horovod_overhead import FusionSetting, Throughput
 from .report import Row, format_text, write_results
 
 RESULTS = Path(__file__).resolve().parent / "results"
-BENCHMARKS = ("horovod", "peak", "input", "callbacks", "memory", "elastic", "operator")
+BENCHMARKS = ("horovod", "peak", "input", "callbacks", "memory", "elastic", "operator", "hostcheck")
 MIB = 2**20
 
 
@@ -65,6 +65,7 @@ class Sizes:
     elastic_epochs: int
     elastic_kill_fraction: float  # how far into epoch 2 a rank is killed
     elastic_rounds: int
+    hostcheck_hosts: int  # hostfile hosts of the launcher's host check
     gpus_per_node: int = 64
     # mpi-operator as shipped, beside the tuned one. The small size (CI) runs the tuned peer only: the shipped one is
     # the same binary with its default flags, so it proves nothing new about the harness.
@@ -82,6 +83,7 @@ SIZES = {
                    memory_rows=4096, alone_rows=4096, alone_batches=40, alone_repeats=2,
                    callback_steps_per_epoch=5, callback_epochs=2, callback_repeats=1,
                    elastic_rows=4800, elastic_epochs=2, elastic_kill_fraction=0.9, elastic_rounds=1,
+                   hostcheck_hosts=40,
                    benchmarks=tuple(name for name in BENCHMARKS if name != "elastic"), shipped_peer=False),
     "medium": Sizes(operator_jobs=(1, 5), operator_single_repeats=2, operator_nodes=2, operator_limit_jobs=5,
                     horovod_rounds=2, horovod_steps=40, horovod_windows=4, horovod_warmup=8,
@@ -89,7 +91,8 @@ SIZES = {
                     feed_rows=16_384, feed_steps=30, feed_repeats=3, read_rows=50_000, read_repeats=2,
                     memory_rows=20_000, alone_rows=50_000, alone_batches=800, alone_repeats=3,
                     callback_steps_per_epoch=45, callback_epochs=4, callback_repeats=2,
-                    elastic_rows=6400, elastic_epochs=3, elastic_kill_fraction=0.75, elastic_rounds=2),
+                    elastic_rows=6400, elastic_epochs=3, elastic_kill_fraction=0.75, elastic_rounds=2,
+                    hostcheck_hosts=100),
     "full": Sizes(operator_jobs=(1, 10, 50, 500, 2000), operator_single_repeats=5, operator_nodes=16,
                   operator_limit_jobs=1000,
                   horovod_rounds=3, horovod_steps=60, horovod_windows=6, horovod_warmup=10,
@@ -98,7 +101,8 @@ SIZES = {
                   feed_rows=16_384, feed_steps=50, feed_repeats=3, read_rows=100_000, read_repeats=3,
                   memory_rows=20_000, alone_rows=50_000, alone_batches=1563, alone_repeats=5,
                   callback_steps_per_epoch=45, callback_epochs=6, callback_repeats=3,
-                  elastic_rows=12_800, elastic_epochs=3, elastic_kill_fraction=0.625, elastic_rounds=4),
+                  elastic_rows=12_800, elastic_epochs=3, elastic_kill_fraction=0.625, elastic_rounds=4,
+                  hostcheck_hosts=1000),
 }
 
 
@@ -185,6 +189,7 @@ def run_benchmarks(selected: Sequence[str], sizes: Sizes, workdir: Path,
         "elastic": lambda: elastic_recovery.measure(workdir, sizes.elastic_rows, sizes.elastic_epochs,
                                                     sizes.elastic_kill_fraction, sizes.elastic_rounds),
         "operator": operator,
+        "hostcheck": lambda: host_check.measure(workdir, sizes.hostcheck_hosts),
     }
     for name in BENCHMARKS:
         if name in selected:

@@ -37,6 +37,7 @@ EXPECTED = [
     "HDF5 pipeline vs in-memory tensors, steps per CPU second", "contiguous block vs strided",
     "peak RSS per rank, 10x data, trainlib pipeline", "peak RSS per rank, 10x data, control",
     "training FLOPs per image", "fraction of peak, (a)", "fraction of peak, (c)", "fraction of one core's peak",
+    "host check, 40 hosts, parallel", "host check, 40 hosts, serial", "host check serial / parallel, 40 hosts",
 ]
 
 

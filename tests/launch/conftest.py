@@ -6,7 +6,6 @@ Every namespace, veth, bridge, /etc/netns/<ns> file and process a test creates i
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -17,23 +16,12 @@ from typing import Any
 
 import pytest
 
-from tests.support.job_on_hosts import JobOnHosts, deploy_job
+from tests.support.job_on_hosts import JobOnHosts, deploy_job, missing_requirements
 from tests.support.netns_hosts import Network
-
-REQUIRED_TOOLS = ("ip", "unshare", "setpriv", "ssh", "ssh-keygen", "mpirun", "timeout")
-
-
-def _missing_requirements() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root for network namespaces"
-    missing = [tool for tool in REQUIRED_TOOLS if shutil.which(tool) is None]
-    if not os.access("/usr/sbin/sshd", os.X_OK):
-        missing.append("sshd (openssh-server)")
-    return f"missing {', '.join(missing)}" if missing else None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    reason = _missing_requirements()
+    reason = missing_requirements()
     here = Path(__file__).parent
     for item in items:
         needs_hosts = {"network", "deploy"} & set(getattr(item, "fixturenames", ()))
@@ -72,11 +60,11 @@ def network() -> Iterator[Network]:
 
 @pytest.fixture
 def deploy(scratch: Path, network: Network):
-    """deploy(body, as_pod_user=False, secrets=()) -> JobOnHosts. Hosts and processes are torn down before scratch
-    is removed."""
+    """deploy(body, as_pod_user=False, secrets=(), worker_hosts=None) -> JobOnHosts. Hosts and processes are torn down
+    before scratch is removed."""
 
-    def make(body: Mapping[str, Any], *, as_pod_user: bool = False,
-             secrets: Sequence[Mapping[str, Any]] = ()) -> JobOnHosts:
-        return deploy_job(network, scratch, body, as_pod_user=as_pod_user, secrets=secrets)
+    def make(body: Mapping[str, Any], *, as_pod_user: bool = False, secrets: Sequence[Mapping[str, Any]] = (),
+             worker_hosts: int | None = None) -> JobOnHosts:
+        return deploy_job(network, scratch, body, as_pod_user=as_pod_user, secrets=secrets, worker_hosts=worker_hosts)
 
     return make

@@ -193,6 +193,43 @@ def test_worker_that_never_starts_fails_the_launcher_within_the_bound(deploy):
     assert f"worker {present} accepts ssh" in output and "rank " not in output
 
 
+def test_launcher_finds_every_one_of_many_workers(deploy, scratch):
+    """160 names in the hostfile (five times the checks the launcher runs at once), spread over 8 hosts, each a
+    worker's sshd. The launcher checks every name for ssh and starts the MPI; it is stopped there, as 160 ranks prove
+    nothing more. The benchmark (tests/bench/host_check.py) times 1,000, the API's most."""
+    cluster = deploy(job_body("wide", REPORT, workers=160, wait_seconds=300), worker_hosts=8)
+    cluster.give_root_a_home(scratch / "root-home")
+    cluster.start_workers()
+    launcher = cluster.start_launcher()
+    try:
+        launcher.wait_for_log("all hosts ready", timeout=300)
+    finally:
+        cluster.network.kill_host(launcher.host)
+    accepted = re.findall(r"^kubetrain launcher: worker (\S+) accepts ssh$", launcher.log(), re.MULTILINE)
+    expected = [worker_hostname(cluster.job, i) for i in range(cluster.job.spec.workers)]
+    assert sorted(accepted) == sorted(expected), launcher.log()[-3000:]
+
+
+def test_one_worker_among_many_that_never_answers_is_named_when_the_launcher_gives_up(deploy, scratch):
+    """Worker 13 of 16 never gets a DNS name (its pod never started): the timeout names it, and only it. A 10 s bound
+    gives each login the launcher's longest ssh timeout (15 s), which a busy machine needs."""
+    cluster = deploy(job_body("gap", REPORT, workers=16, wait_seconds=10), worker_hosts=2)
+    cluster.give_root_a_home(scratch / "root-home")
+    missing = worker_hostname(cluster.job, 13)
+    carrier = next(host for host in cluster.worker_hosts if missing in host.names)
+    carrier.names = tuple(name for name in carrier.names if name != missing)
+    cluster.network.write_hosts_files()
+    cluster.start_workers()
+    launcher = cluster.start_launcher()
+    code = launcher.wait(timeout=60)
+    output = launcher.log()
+    assert code == 3, output
+    assert f"giving up on worker(s) {missing} after 10s (launcher.waitForWorkersSeconds)" in output, output
+    assert f"worker {missing} did not accept ssh on port 2222 within 10s: " in output, output
+    assert f"Could not resolve hostname {missing}" in output, output
+    assert output.count(" accepts ssh") == 15, output
+
+
 def test_a_worker_holds_no_private_key_and_one_without_the_jobs_host_key_is_refused(deploy):
     """Worker 1 answers with another host key (what a pod that does not hold the job's Secret would do): the
     launcher's ssh refuses it, as known_hosts pins the job's host key, and no rank runs there."""
@@ -231,6 +268,7 @@ def run_entrypoint(name: str, args: list[str], env: dict[str, str], home: Path) 
          "KUBETRAIN_HOSTFILE=/nonexistent/hostfile is missing (the job's <name>-hosts ConfigMap is not mounted)"),
         ("launcher", ["true"], {"KUBETRAIN_NUM_PROCESSES": "two"}, "KUBETRAIN_NUM_PROCESSES='two' must be a positive"),
         ("launcher", ["true"], {"KUBETRAIN_WAIT_SECONDS": "soon"}, "KUBETRAIN_WAIT_SECONDS='soon' must be a whole"),
+        ("launcher", ["true"], {"KUBETRAIN_SSH_CHECKS": "0"}, "KUBETRAIN_SSH_CHECKS='0' must be a positive integer"),
         ("launcher", ["true"], {"KUBETRAIN_SSH_DIR": "/nonexistent/ssh"},
          "KUBETRAIN_SSH_DIR=/nonexistent/ssh does not exist (the job's <name>-ssh Secret is not mounted)"),
         ("launcher", ["true"], {"DROP_KEY": "id_ed25519"}, "/id_ed25519 is missing or unreadable by uid 0"),

@@ -9,10 +9,10 @@
 # 2. finds the MPI: KUBETRAIN_MPI_IMPLEMENTATION (spec.mpi.implementation: OpenMPI, IntelMPI or MPICH) and what its
 #    launcher's `--version` prints (Open MPI 4 and 5 take different options); a different MPI in the image is named.
 #    An elastic job needs horovodrun instead;
-# 3. waits until every other host in KUBETRAIN_HOSTFILE accepts an ssh login (`ssh host true`, 32 hosts at a time,
-#    retried while the name does not resolve yet or sshd is not listening), for at most KUBETRAIN_WAIT_SECONDS
-#    (default 300) in total; its own line (launcher.runAsWorker) needs only to resolve. An elastic job waits for
-#    KUBETRAIN_ELASTIC_MIN_WORKERS of them;
+# 3. waits until every other host in KUBETRAIN_HOSTFILE accepts an ssh login (`ssh host true`), for at most
+#    KUBETRAIN_WAIT_SECONDS (default 300) in total. It checks KUBETRAIN_SSH_CHECKS hosts at a time (default 32), and
+#    retries a host while its name does not resolve yet or its sshd is not listening. Its own line
+#    (launcher.runAsWorker) needs only to resolve. An elastic job waits for KUBETRAIN_ELASTIC_MIN_WORKERS of them;
 # 4. runs the implementation's command line (lib/mpi.sh) with KUBETRAIN_NUM_PROCESSES ranks, forwarding PATH,
 #    LD_LIBRARY_PATH, PYTHONPATH, every name in KUBETRAIN_FORWARD_ENV and any NCCL_, HOROVOD_, FI_, I_MPI_, UCX_ or
 #    MPIR_CVAR_ variable to the ranks. An elastic job runs horovodrun (lib/elastic.sh, lib/horovodrun.py) instead:
@@ -105,6 +105,8 @@ num_processes=${KUBETRAIN_NUM_PROCESSES:-}
 [[ $num_processes =~ ^[1-9][0-9]*$ ]] || kt_die "KUBETRAIN_NUM_PROCESSES='$num_processes' must be a positive integer"
 wait_seconds=${KUBETRAIN_WAIT_SECONDS:-300}
 [[ $wait_seconds =~ ^[0-9]+$ ]] || kt_die "KUBETRAIN_WAIT_SECONDS='$wait_seconds' must be a whole number of seconds"
+ssh_checks=${KUBETRAIN_SSH_CHECKS:-32}
+[[ $ssh_checks =~ ^[1-9][0-9]*$ ]] || kt_die "KUBETRAIN_SSH_CHECKS='$ssh_checks' must be a positive integer"
 elastic_max=${KUBETRAIN_ELASTIC_MAX_WORKERS:-}
 
 kt_require ssh openssh-client
@@ -170,10 +172,9 @@ is_own() { [ "${1%%.*}" = "${HOSTNAME%%.*}" ]; }
 # A launcher that runs ranks holds the workers' GPUs, and checks them as a worker does.
 for host in "${hosts[@]}"; do is_own "$host" && kt_check_gpus; done
 
-# Bounded wait: one `ssh host true` per pending host per round, KT_SSH_CHECKS of them at once (a round over 1,000
-# hosts takes seconds, not minutes); the last error per host explains a timeout.
+# Bounded wait: one `ssh host true` per pending host per round, ssh_checks of them at once (tests/bench/host_check.py
+# measures that against one at a time); the last error per host explains a timeout.
 # An elastic job goes on after a round in which minWorkers workers accepted; horovodrun adds the others later.
-KT_SSH_CHECKS=32
 declare -A last_error=()
 pending=("${hosts[@]}")
 accepted=0
@@ -185,14 +186,25 @@ else
 fi
 checks=$(mktemp -d "${TMPDIR:-/tmp}/kubetrain-ssh-checks.XXXXXX") || kt_die "cannot make a folder under ${TMPDIR:-/tmp}"
 # check_host INDEX HOST CONNECT: one `ssh HOST true`; $checks/INDEX.ok on success, else $checks/INDEX.err says why.
+# The check sends nothing but `true`: its key exchange is plain elliptic-curve Diffie-Hellman (curve25519, else NIST
+# P-256 where FIPS rules out curve25519), about a sixth of the client's CPU of OpenSSH 9's default post-quantum hybrid,
+# which the MPI's own logins keep. A login that has connected gets 20 s more to finish on a busy CPU.
 check_host() {
   local out
-  if out=$(timeout "$(($3 + 5))" ssh "${ssh_options[@]}" -o ConnectTimeout="$3" "$2" true 2>&1); then
+  if out=$(timeout "$(($3 + 20))" ssh "${ssh_options[@]}" -o ConnectTimeout="$3" \
+    -o KexAlgorithms=curve25519-sha256@libssh.org,ecdh-sha2-nistp256 "$2" true 2>&1); then
     : >"$checks/$1.ok"
   else
     printf '%s' "${out:-ssh exited with status $?}" >"$checks/$1.err"
   fi
 }
+# wait_one: until one running check ends (bash 4.3's `wait -n`, so KUBETRAIN_SSH_CHECKS stay in flight); an older
+# bash waits for all of them.
+if [ $((BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1])) -ge 403 ]; then
+  wait_one() { wait -n || true; running=$((running - 1)); }
+else
+  wait_one() { wait; running=0; }
+fi
 while :; do
   left=$((deadline - SECONDS))
   connect=$((left < 10 ? left : 10))
@@ -203,10 +215,7 @@ while :; do
     if [ "$left" -gt 0 ] && ! is_own "$host"; then
       check_host "$index" "$host" "$connect" &
       running=$((running + 1))
-      if [ "$running" -ge "$KT_SSH_CHECKS" ]; then
-        wait
-        running=0
-      fi
+      if [ "$running" -ge "$ssh_checks" ]; then wait_one; fi
     fi
     index=$((index + 1))
   done
