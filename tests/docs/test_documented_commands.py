@@ -200,6 +200,10 @@ NOT_RUN = {
         "the jobs tier runs one kill-and-resume of each program",
     ".venv/bin/python -m tests.jobs.soak --runs 5 --cases higgs-mpi":
         "the higgs MPI cases 5 times each, about half an hour here; `python -m tests.jobs.soak --help` runs here",
+    ".venv/bin/python -m tests.bench.first_step_kind --size full":
+        "the full kind benchmark (a kind cluster, 2 and 4 workers, 4 rounds of both operators, the floors): about 47 "
+        "minutes here; the kind tier runs its small size (test_time_to_first_step_beside_mpi_operator)",
+    "kubectl exec": MENTION,
     ".venv/bin/python -m tests.bench --size full":
         "the full benchmark (500 jobs against two operators, training benchmarks at full size): far beyond a test; "
         "the bench tier runs --size small and `python -m tests.bench --help` runs here",
