@@ -14,6 +14,7 @@ GROUP = "kubetrain.dev"
 VERSION = "v1alpha1"
 PLURAL = "distributedtrainings"
 MERGE_PATCH = "application/merge-patch+json"
+TIMEOUT = (5, 15)  # seconds to connect, to read: a report never holds a rank, or its exit, for long
 
 
 @functools.lru_cache(maxsize=1)
@@ -30,4 +31,4 @@ def _custom_objects_api() -> Any:  # kubernetes.client.CustomObjectsApi, importe
 def patch_status(namespace: str, name: str, body: dict) -> None:
     """Merge-patch `body` (`{"status": {...}}`) into DistributedTraining `namespace/name`; raises on API errors."""
     _custom_objects_api().patch_namespaced_custom_object_status(
-        GROUP, VERSION, namespace, PLURAL, name, body, _content_type=MERGE_PATCH)
+        GROUP, VERSION, namespace, PLURAL, name, body, _content_type=MERGE_PATCH, _request_timeout=TIMEOUT)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Mapping, Sequence
 
 import tensorflow as tf
@@ -143,7 +144,10 @@ def _restore_here(manager: CheckpointManager, variables: Variables, report: bool
         log.info("%s (%s)", decision.message, manager.directory)
         if decision.set_aside:
             log.info("moved the checkpoints found to %s", manager.set_aside())
-        ProgressReporter.from_environment(env).report_resume(decision.resume)
+        # On a thread of its own: the first report loads the API client and waits for the API server, while the other
+        # ranks wait in the broadcast that follows. Not a daemon: a short run still sends it before it exits.
+        reporter = ProgressReporter.from_environment(env)
+        threading.Thread(target=reporter.report_resume, args=(decision.resume,), name="resume-report").start()
     if decision.resume is None or latest is None:
         return 0
     state, _ = manager.load(latest)
