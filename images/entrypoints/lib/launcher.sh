@@ -185,6 +185,7 @@ else
   kt_log "waiting up to ${wait_seconds}s for ${#hosts[@]} host(s): ${hosts[*]}"
 fi
 checks=$(mktemp -d "${TMPDIR:-/tmp}/kubetrain-ssh-checks.XXXXXX") || kt_die "cannot make a folder under ${TMPDIR:-/tmp}"
+trap 'rm -rf "$checks"' EXIT  # also when the wait gives up
 # check_host INDEX HOST CONNECT: one `ssh HOST true`; $checks/INDEX.ok on success, else $checks/INDEX.err says why.
 # The check sends nothing but `true`: its key exchange is plain elliptic-curve Diffie-Hellman (curve25519, else NIST
 # P-256 where FIPS rules out curve25519), about a sixth of the client's CPU of OpenSSH 9's default post-quantum hybrid,
@@ -255,6 +256,7 @@ accepted ssh and the job needs elastic.minWorkers=$elastic_min (launcher.waitFor
   sleep 1
 done
 rm -rf "$checks"
+trap - EXIT
 
 # The interface of this pod's default route: Hydra's proxies dial back to its address, Gloo's ranks use it.
 iface=""
