@@ -6,7 +6,7 @@ control plane as the bench's operator ServiceAccount (so the API server counts i
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,12 +14,14 @@ from typing import Any
 from . import mpi_operator
 from .controlplane_access import REPO, ControlPlane, OperatorRun, training, wait_until
 from .latency import KUBETRAIN, MPI_OPERATOR, Convention
+from .processes import stop_process
 
 
 class PeerRun:
-    """mpi-operator for one namespace, as the bench's operator ServiceAccount."""
+    """mpi-operator for one namespace, as the user of `kubeconfig` (the bench's operator ServiceAccount on the control
+    plane), with `env` for the rest of its environment."""
 
-    def __init__(self, plane: ControlPlane, kubeconfig: Path, namespace: str, log: Path,
+    def __init__(self, env: Mapping[str, str], kubeconfig: Path, namespace: str, log: Path,
                  flags: tuple[str, ...]) -> None:
         binary = mpi_operator.binary()
         assert binary is not None, f"build the peer first: {mpi_operator.BUILD}"
@@ -30,7 +32,7 @@ class PeerRun:
                 [str(binary), f"--kubeConfig={kubeconfig}", f"--namespace={namespace}",
                  f"--lock-namespace={mpi_operator.LOCK_NAMESPACE}", *flags],
                 stdout=output, stderr=subprocess.STDOUT, cwd=REPO,
-                env={**plane.env(), "KUBECONFIG": str(kubeconfig)})  # it prefers $KUBECONFIG to --kubeConfig
+                env={**env, "KUBECONFIG": str(kubeconfig)})  # it prefers $KUBECONFIG to --kubeConfig
 
     def wait_serving(self, timeout: float = 120.0) -> None:
         """Until it leads (its Lease) and its workers run."""
@@ -48,13 +50,7 @@ class PeerRun:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
         self.port.close()
 
 
@@ -82,7 +78,7 @@ def peer(tuned: bool) -> Contender:
     missing = "" if mpi_operator.binary() else f"not built: run {mpi_operator.BUILD.relative_to(REPO)}"
     return Contender(f"mpi-operator {mpi_operator.VERSION} {'tuned' if tuned else 'shipped'}", MPI_OPERATOR,
                      ("kubeflow.org", "v2beta1", "mpijobs"), lambda name: mpi_operator.mpijob(training(name)),
-                     lambda plane, kubeconfig, ns, log: PeerRun(plane, kubeconfig, ns, log, flags), missing)
+                     lambda plane, kubeconfig, ns, log: PeerRun(plane.env(), kubeconfig, ns, log, flags), missing)
 
 
 def all_contenders() -> list[Contender]:

@@ -19,6 +19,7 @@ import yaml
 from tests.support.cluster import ControlPlane, binary_dir, free_port, wait_until
 from tests.support.operator_harness import CRD, REPO, operator_command, training
 
+from .processes import stop_process
 from .prometheus import Sample, parse
 
 __all__ = ["REPO", "ControlPlane", "binary_dir", "free_port", "install_crd", "training", "wait_until",
@@ -112,11 +113,5 @@ class OperatorRun:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
 

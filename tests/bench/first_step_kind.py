@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 import urllib3
 from kubernetes import client, config, watch
@@ -43,6 +43,7 @@ from kubetrain.manifests.pods import worker_resources
 from kubetrain.plan.model import read_time
 
 from . import mpi_operator
+from .contenders import PeerRun
 from .first_step import FLOOR, KUBETRAIN, PEER, Start, log_times, rows
 from .latency import KUBETRAIN as KUBETRAIN_LABELS
 from .latency import MPI_OPERATOR as PEER_LABELS
@@ -229,66 +230,35 @@ class FirstStepBench:
         self.make_client = lambda: config.new_client_from_config(config_file=str(self.kubeconfig))
         self.core = client.CoreV1Api(self.make_client())
         self.watch = PodWatch(self.make_client).start()
-        self.peer: subprocess.Popen[bytes] | None = None
-        self.port: IO[str] | None = None  # mpi_operator.hold_health_port(), while the peer runs
+        self.peer: PeerRun | None = None
+        self.peer_starts = 0
 
     def start_peer(self) -> None:
         """mpi-operator's CRD and its controller, as a process against the cluster's API server."""
-        binary = mpi_operator.binary()
-        if binary is None:
-            raise RuntimeError(f"mpi-operator is not built: run {mpi_operator.BUILD}")
-        self.kubectl("apply", "--server-side", f"--filename={mpi_operator.crd_path()}")
-        deadline = time.monotonic() + 60
-        while "Established=True" not in self.kubectl(
-                "get", "crd", "mpijobs.kubeflow.org",
-                "--output=jsonpath={range .status.conditions[*]}{.type}={.status} {end}"):
-            if time.monotonic() > deadline:
-                raise RuntimeError("the MPIJob CRD is not Established after 60 s")
-            time.sleep(0.5)
-        if not self.kubectl("get", "namespace", mpi_operator.LOCK_NAMESPACE, "--ignore-not-found", "--output=name"):
-            self.kubectl("create", "namespace", mpi_operator.LOCK_NAMESPACE)
-        self.port = mpi_operator.hold_health_port()
+        mpi_operator.install(self.kubectl)
         self._run_peer()
 
     def _run_peer(self) -> None:
-        """The controller's process, once it has started its workers."""
-        binary = mpi_operator.binary()
-        assert binary is not None
-        log = self.workdir / "mpi-operator.log"
-        before = log.stat().st_size if log.exists() else 0
-        with log.open("ab") as output:
-            self.peer = subprocess.Popen(
-                [str(binary), f"--kubeConfig={self.kubeconfig}", f"--namespace={NAMESPACE}",
-                 f"--lock-namespace={mpi_operator.LOCK_NAMESPACE}", *mpi_operator.TUNED],
-                stdout=output, stderr=subprocess.STDOUT, env={"KUBECONFIG": str(self.kubeconfig), "PATH": "/usr/bin"})
-        deadline = time.monotonic() + 120
-        while "Started workers" not in log.read_bytes()[before:].decode(errors="replace"):
-            if self.peer.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"mpi-operator did not start (exit {self.peer.poll()}); log {log}:\n"
-                                   + log.read_text(errors="replace")[-3000:])
-            time.sleep(0.5)
+        """The controller's process (a log of its own each time), once it has started its workers."""
+        log = self.workdir / f"mpi-operator-{self.peer_starts}.log"
+        self.peer_starts += 1
+        self.peer = PeerRun(self.env, self.kubeconfig, NAMESPACE, log, mpi_operator.TUNED)
+        self.peer.wait_serving()
 
     def _keep_peer_running(self) -> bool:
         """Start the controller again if it has exited, as its Deployment would (under load it can lose its lease,
         and then it exits); True if it had to."""
-        if self.peer is None or self.peer.poll() is None:
+        if self.peer is None or self.peer.process.poll() is None:
             return False
-        LOG.warning("mpi-operator exited %s (see %s): starting it again", self.peer.returncode,
-                    self.workdir / "mpi-operator.log")
+        LOG.warning("mpi-operator exited %s (see %s): starting it again", self.peer.process.returncode, self.peer.log)
+        self.peer.stop()  # its lock on the health port
         self._run_peer()
         return True
 
     def stop(self) -> None:
         self.watch.stopped.set()
-        if self.peer is not None and self.peer.poll() is None:
-            self.peer.terminate()
-            try:
-                self.peer.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.peer.kill()
-                self.peer.wait()
-        if self.port is not None:
-            self.port.close()
+        if self.peer is not None:
+            self.peer.stop()
 
     def _log(self, pod: str, container: str | None = None) -> str:
         try:

@@ -5,11 +5,13 @@ operator process as shipped or tuned."""
 from __future__ import annotations
 
 import fcntl
+import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from .controlplane_access import REPO, ControlPlane, wait_until
+from .controlplane_access import REPO, wait_until
 
 BUILD = REPO / "tests" / "bench" / "peer" / "build.sh"
 VERSION = "v0.8.0"
@@ -43,15 +45,18 @@ def crd_path() -> Path:
     return module / "manifests" / "base" / "kubeflow.org_mpijobs.yaml"
 
 
-def install(plane: ControlPlane) -> None:
-    plane.kubectl("apply", "--server-side", f"--filename={crd_path()}")
+def install(kubectl: Callable[..., str]) -> None:
+    """Its CRD, Established, and the namespace of its lock, on the cluster `kubectl` (kubectl's stdout) reaches."""
+    kubectl("apply", "--server-side", f"--filename={crd_path()}")
 
     def established() -> bool:
-        conditions = (plane.get("crd", "mpijobs.kubeflow.org").get("status") or {}).get("conditions")
+        crd = json.loads(kubectl("get", "crd", "mpijobs.kubeflow.org", "--output=json"))
+        conditions = (crd.get("status") or {}).get("conditions")
         return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions or [])
 
     wait_until(established, message="the MPIJob CRD to be Established")
-    plane.kubectl("create", "namespace", LOCK_NAMESPACE)
+    if not kubectl("get", "namespace", LOCK_NAMESPACE, "--ignore-not-found", "--output=name"):
+        kubectl("create", "namespace", LOCK_NAMESPACE)
 
 
 def mpijob(training: dict[str, Any]) -> dict[str, Any]:

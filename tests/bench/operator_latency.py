@@ -137,7 +137,7 @@ class OperatorBench:
         self.nodes, self.gpus_per_node = nodes, gpus_per_node
         install_crd(self.plane)
         if mpi_operator.binary() is not None:
-            mpi_operator.install(self.plane)
+            mpi_operator.install(self.plane.kubectl)
         self.operator_config = operator_kubeconfig(self.plane, workdir / "operator.kubeconfig")
         self.make_client = _api_factory(self.plane.kubeconfig)
         self.background_per_second: float | None = None

@@ -66,6 +66,17 @@ def run(worker: str, args: Sequence[str], threads: int, horovod_np: int | None =
     return finish(start(worker, args, threads, horovod_np, extra_env))
 
 
+def stop_process(process: subprocess.Popen, timeout: float = 30.0) -> None:
+    """SIGTERM, then SIGKILL after `timeout` seconds; returns once it has exited."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 def read_json(path: Path) -> dict[str, Any]:
     if not path.exists():
         raise BenchError(f"the worker wrote no result at {path}")
