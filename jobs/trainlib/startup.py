@@ -99,11 +99,10 @@ def world_up(rank: int, environ: Mapping[str, str] | None = None) -> StartupRepo
         return None
     env = os.environ if environ is None else environ
     attempt = env.get("KUBETRAIN_ATTEMPT", "")
-    reporter: ProgressReporter | None = None
-    if attempt.isdigit() and env.get("KUBETRAIN_REPORT_STATUS") == "1":
-        reporter = ProgressReporter.from_environment(env)
+    reporting = attempt.isdigit() and env.get("KUBETRAIN_REPORT_STATUS") == "1"
+    reporter = ProgressReporter.from_environment(env) if reporting else None
     _current = StartupReport(reporter if reporter is not None and reporter.enabled else None,
-                             int(attempt) if reporter is not None else 0)
+                             int(attempt) if reporting else 0)
     _current.world_up()
     return _current
 
