@@ -327,8 +327,8 @@ class FirstStepBench:
             body = json.loads(self.kubectl("get", "distributedtraining", name, "--namespace", NAMESPACE,
                                            "--output=json"))
             timeline = (body.get("status") or {}).get("startup") or {}
-            found = {phase["name"]: moment.timestamp() - applied_wall for phase in timeline.get("phases") or []
-                     if (moment := read_time(phase.get("at"))) is not None}
+            found = {phase["name"]: moment.replace(tzinfo=datetime.timezone.utc).timestamp() - applied_wall
+                     for phase in timeline.get("phases") or [] if (moment := read_time(phase.get("at"))) is not None}
             if "FirstStep" in found or time.monotonic() > deadline:
                 return found
             time.sleep(1)
