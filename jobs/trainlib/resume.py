@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections.abc import Mapping, Sequence
 
 import tensorflow as tf
 
-from trainlib import distributed, resume_policy
+from trainlib import distributed, resume_policy, startup
 from trainlib.checkpoints import CheckpointManager, state_digest
 from trainlib.distributed import WorkerContext
 from trainlib.errors import CheckpointError
@@ -144,10 +143,11 @@ def _restore_here(manager: CheckpointManager, variables: Variables, report: bool
         log.info("%s (%s)", decision.message, manager.directory)
         if decision.set_aside:
             log.info("moved the checkpoints found to %s", manager.set_aside())
-        # On a thread of its own: the first report loads the API client and waits for the API server, while the other
-        # ranks wait in the broadcast that follows. Not a daemon: a short run still sends it before it exits.
+        # With the startup report, after the first step: the first report loads the API client, which on a CPU limit
+        # slows rank 0 while the other ranks wait for it in the broadcast that follows and in the first step.
         reporter = ProgressReporter.from_environment(env)
-        threading.Thread(target=reporter.report_resume, args=(decision.resume,), name="resume-report").start()
+        resumed = decision.resume
+        startup.defer(lambda: reporter.report_resume(resumed))
     if decision.resume is None or latest is None:
         return 0
     state, _ = manager.load(latest)

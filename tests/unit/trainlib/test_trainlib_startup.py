@@ -96,3 +96,46 @@ def test_rank_0_logs_both_times_in_any_run(caplog) -> None:
         "startup: Horovod's world up at 2024-05-01T12:00:00.250Z",
         "startup: first training step done at 2024-05-01T12:00:01.750Z, 1.5 s after the world was up"]
     assert report.sender is None
+
+
+def test_a_deferred_report_goes_out_after_the_startup_report() -> None:
+    reporter, sent, _ = recording_reporter()
+    report = StartupReport(reporter, attempt=0, clock=Clock(), delay=60)
+    report.world_up()
+    report.defer(lambda: sent.append({"resumed": "ckpt-000003"}))
+    assert sent == [], "a deferred report must wait for the first step"
+    report.first_step()
+    assert report.sender is not None
+    report.sender.join(10)
+    assert [list(body) for body in sent] == [["attempt", "worldUpAt", "firstStepAt"], ["resumed"]]
+
+
+def test_a_deferred_report_goes_out_with_the_world_up_report_when_that_comes_first() -> None:
+    reporter, sent, arrived = recording_reporter()
+    report = StartupReport(reporter, attempt=0, clock=Clock(), delay=60)
+    report.world_up()
+    resumed = threading.Event()
+    report.defer(resumed.set)
+    report._send_world_up()  # the timer's call, made now
+    assert arrived.is_set() and resumed.is_set()
+    late = threading.Event()
+    report.defer(late.set)  # deferred after the world-up report: sent at once
+    assert late.wait(10)
+
+
+def test_a_deferred_report_is_sent_when_no_first_step_comes() -> None:
+    reporter, sent, _ = recording_reporter()
+    report = StartupReport(reporter, attempt=0, clock=Clock(), delay=60)
+    report.world_up()
+    resumed: list[str] = []
+    report.defer(lambda: resumed.append("sent"))
+    report.flush()  # what exit does
+    report.flush()
+    assert resumed == ["sent"] and sent == []
+
+
+def test_a_process_without_a_startup_report_sends_deferred_reports_at_once(monkeypatch) -> None:
+    monkeypatch.setattr(startup, "_current", None)
+    done = threading.Event()
+    startup.defer(done.set)
+    assert done.wait(10)
