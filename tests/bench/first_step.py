@@ -33,13 +33,15 @@ FLOOR_TARGET = 1.3  # of the floor's
 class Start:
     """One start: who ran it, with how many workers, and each phase's seconds after the job was applied. `reported`
     is a kubetrain job's own timeline (status.startup), phase by phase, on the same scale; `restarts` how often the
-    contender's controller had to be started again meanwhile (it exited)."""
+    contender's controller had to be started again meanwhile (it exited); `cpu` the CPU seconds that processes used
+    from the apply to the first step, by name (its controller; the API server and etcd)."""
 
     contender: str
     workers: int
     seconds: dict[str, float]
     reported: dict[str, float] = field(default_factory=dict)
     restarts: int = 0
+    cpu: dict[str, float] = field(default_factory=dict)
 
     @property
     def total(self) -> float:
@@ -63,7 +65,10 @@ def _detail(starts: Sequence[Start]) -> str:
     steps = ", ".join(f"{phase} {median([start.seconds[phase] for start in starts]):.1f}" for phase in phases)
     restarts = sum(start.restarts for start in starts)
     again = f"; its controller exited and was started again {restarts} time(s)" if restarts else ""
-    return f"p90 {percentile(totals, 90):.1f} s over {len(totals)} run(s){again}; median s after apply: {steps}"
+    names = [name for name in starts[0].cpu if all(name in start.cpu for start in starts)]
+    cpu = ", ".join(f"{name} {median([start.cpu[name] for start in starts]):.1f}" for name in names)
+    used = f"; median CPU s from apply to first step: {cpu}" if cpu else ""
+    return f"p90 {percentile(totals, 90):.1f} s over {len(totals)} run(s){again}; median s after apply: {steps}{used}"
 
 
 def rows(starts: Sequence[Start]) -> list[Row]:

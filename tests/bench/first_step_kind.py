@@ -45,6 +45,7 @@ from kubetrain.plan.model import read_time
 from . import mpi_operator
 from .contenders import PeerRun
 from .first_step import FLOOR, KUBETRAIN, PEER, Start, log_times, rows
+from .kind_cpu import CpuMeter, is_kubetrain_operator, node_processes
 from .latency import KUBETRAIN as KUBETRAIN_LABELS
 from .latency import MPI_OPERATOR as PEER_LABELS
 from .latency import Convention
@@ -225,6 +226,7 @@ class FirstStepBench:
         self.kubectl_binary = cluster.settings.kubectl
         self.env = cluster.env()
         self.kubeconfig = cluster.kubeconfig
+        self.docker, self.cluster_name = cluster.settings.docker, cluster.settings.cluster
         self.template = template
         self.workdir = workdir
         self.make_client = lambda: config.new_client_from_config(config_file=str(self.kubeconfig))
@@ -307,17 +309,27 @@ class FirstStepBench:
                 restarts += 1
 
         tend()
+        meter = CpuMeter(self.docker, self.cluster_name, {"controller": self._controller_pids(contender)})
+        meter.start()
         applied, applied_wall = time.monotonic(), time.time()
         self.kubectl("apply", "--filename=-", input=json.dumps(manifest))
         try:
             log = self._first_step_log(name, applied + START_TIMEOUT, tend)
+            cpu = meter.stop()
             seconds = {**phases(self.watch.of(name), workers, applied), **log_phases(log, applied_wall)}
             (self.workdir / f"{name}.log").write_text(log)
             reported = self._reported(name, applied_wall) if contender == KUBETRAIN else {}
         finally:
             self._delete(kind, name)
         LOG.info("%s: %s", name, ", ".join(f"{phase} {value:.1f}" for phase, value in seconds.items()))
-        return Start(contender, workers, seconds, reported, restarts)
+        return Start(contender, workers, seconds, reported, restarts, cpu)
+
+    def _controller_pids(self, contender: str) -> Callable[[], list[int]]:
+        """How to find the contender's controller: the chart's operator in its pod, or the peer's process here."""
+        if contender == KUBETRAIN:
+            return lambda: [pid for pid, args in node_processes(self.docker, self.cluster_name)
+                            if is_kubetrain_operator(args)]
+        return lambda: [self.peer.process.pid] if self.peer is not None else []
 
     def _reported(self, name: str, applied_wall: float, timeout: float = 30.0) -> dict[str, float]:
         """The job's status.startup once it has its first step (rank 0 sends it just after), as seconds after

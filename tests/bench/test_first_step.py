@@ -38,3 +38,11 @@ def test_rows_give_medians_and_ratios_against_the_targets() -> None:
     assert "launcher created 11.0" in table["kubetrain: apply -> first step, 2 workers"].detail
     assert "mpi-operator v0.8.0: apply -> first step, 4 workers" in table
     assert not any(name.startswith("kubetrain /") and "4 workers" in name for name in table)  # no kubetrain run there
+
+
+def test_rows_give_the_median_cpu_each_start_took() -> None:
+    starts = [Start(KUBETRAIN, 2, {"first step": 30}, cpu={"controller": cpu, "API server and etcd": 2 * cpu})
+              for cpu in (1.0, 3.0, 2.0)]
+    detail = rows(starts)[0].detail
+    assert detail.endswith("median CPU s from apply to first step: controller 2.0, API server and etcd 4.0"), detail
+    assert "CPU" not in rows([start(PEER, 40)])[0].detail  # not measured: not said
