@@ -76,7 +76,8 @@ class Sizes:
     warm_up: bool  # one unmeasured start of each first (images pulled, caches warm)
 
 
-SIZES = {"small": Sizes((2,), 1, False), "full": Sizes((2, 4), 4, True)}
+# medium: 2 workers only, 3 rounds (about 20 minutes), to check a change before a full run
+SIZES = {"small": Sizes((2,), 1, False), "medium": Sizes((2,), 3, True), "full": Sizes((2, 4), 4, True)}
 
 
 def job_name(contender: str, workers: int, run: str) -> str:
