@@ -5,6 +5,7 @@ control plane as the bench's operator ServiceAccount (so the API server counts i
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -85,13 +86,16 @@ def all_contenders() -> list[Contender]:
     return [kubetrain(), peer(tuned=False), peer(tuned=True)]
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """The CPU seconds a running process has used so far, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
 def process_usage(pid: int) -> tuple[float, float]:
     """(CPU seconds so far, peak RSS in MiB) of a running process, from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    ticks = int(fields[11]) + int(fields[12])  # utime + stime
-    clock = int(subprocess.run(["getconf", "CLK_TCK"], capture_output=True, text=True, check=True).stdout)
     peak = next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
                 if line.startswith("VmHWM:"))
-    return ticks / clock, peak / 1024
+    return process_cpu_seconds(pid), peak / 1024
 
 

@@ -45,7 +45,7 @@ from kubetrain.plan.model import read_time
 from . import mpi_operator
 from .contenders import PeerRun
 from .first_step import FLOOR, KUBETRAIN, PEER, Start, log_times, rows
-from .kind_cpu import CpuMeter, is_kubetrain_operator, node_processes
+from .kind_cpu import CONTROL_PLANE, CpuMeter, is_kubetrain_operator
 from .latency import KUBETRAIN as KUBETRAIN_LABELS
 from .latency import MPI_OPERATOR as PEER_LABELS
 from .latency import Convention
@@ -76,7 +76,7 @@ class Sizes:
     warm_up: bool  # one unmeasured start of each first (images pulled, caches warm)
 
 
-# medium: 2 workers only, 3 rounds (about 20 minutes), to check a change before a full run
+# medium: 2 workers only, 3 rounds (13 minutes here), to check a change before a full run
 SIZES = {"small": Sizes((2,), 1, False), "medium": Sizes((2,), 3, True), "full": Sizes((2, 4), 4, True)}
 
 
@@ -310,7 +310,7 @@ class FirstStepBench:
                 restarts += 1
 
         tend()
-        meter = CpuMeter(self.docker, self.cluster_name, {"controller": self._controller_pids(contender)})
+        meter = self._meter(contender)
         meter.start()
         applied, applied_wall = time.monotonic(), time.time()
         self.kubectl("apply", "--filename=-", input=json.dumps(manifest))
@@ -325,12 +325,13 @@ class FirstStepBench:
         LOG.info("%s: %s", name, ", ".join(f"{phase} {value:.1f}" for phase, value in seconds.items()))
         return Start(contender, workers, seconds, reported, restarts, cpu)
 
-    def _controller_pids(self, contender: str) -> Callable[[], list[int]]:
-        """How to find the contender's controller: the chart's operator in its pod, or the peer's process here."""
+    def _meter(self, contender: str) -> CpuMeter:
+        """The API server's and etcd's CPU, and the contender's controller's: the chart's operator in its pod, or the
+        peer's process here."""
         if contender == KUBETRAIN:
-            return lambda: [pid for pid, args in node_processes(self.docker, self.cluster_name)
-                            if is_kubetrain_operator(args)]
-        return lambda: [self.peer.process.pid] if self.peer is not None else []
+            return CpuMeter(self.docker, self.cluster_name, {**CONTROL_PLANE, "controller": is_kubetrain_operator})
+        peer = [self.peer.process.pid] if self.peer is not None else []
+        return CpuMeter(self.docker, self.cluster_name, CONTROL_PLANE, {"controller": peer})
 
     def _reported(self, name: str, applied_wall: float, timeout: float = 30.0) -> dict[str, float]:
         """The job's status.startup once it has its first step (rank 0 sends it just after), as seconds after

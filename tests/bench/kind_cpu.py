@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 
-from .contenders import process_usage
+from .contenders import process_cpu_seconds
 
 
 def is_control_plane(args: str) -> bool:
@@ -43,28 +43,26 @@ def cpu_seconds(pids: Sequence[int]) -> float:
     total = 0.0
     for pid in pids:
         try:
-            total += process_usage(pid)[0]
-        except (FileNotFoundError, ProcessLookupError, StopIteration):
+            total += process_cpu_seconds(pid)
+        except (FileNotFoundError, ProcessLookupError):
             continue
     return total
 
 
 class CpuMeter:
-    """CPU seconds of named groups of processes between `start()` and `stop()`: the cluster's by their command lines,
-    and `extra`'s (a name and how to find its pids) as given."""
+    """CPU seconds of named groups of processes between `start()` and `stop()`: the cluster's, each group those whose
+    command line passes its test in `tests`, and `outside`'s, given by pid."""
 
-    def __init__(self, docker: str, cluster: str, extra: Mapping[str, Callable[[], Sequence[int]]]) -> None:
-        self.docker, self.cluster, self.extra = docker, cluster, extra
+    def __init__(self, docker: str, cluster: str, tests: Mapping[str, Callable[[str], bool]],
+                 outside: Mapping[str, Sequence[int]] | None = None) -> None:
+        self.docker, self.cluster, self.tests, self.outside = docker, cluster, tests, outside or {}
         self._before: dict[str, float] = {}
         self._pids: dict[str, list[int]] = {}
 
-    def _groups(self) -> dict[str, list[int]]:
-        processes = node_processes(self.docker, self.cluster)
-        groups = {name: [pid for pid, args in processes if test(args)] for name, test in CONTROL_PLANE.items()}
-        return {**groups, **{name: list(find()) for name, find in self.extra.items()}}
-
     def start(self) -> None:
-        self._pids = self._groups()
+        processes = node_processes(self.docker, self.cluster)
+        self._pids = {**{name: [pid for pid, args in processes if test(args)] for name, test in self.tests.items()},
+                      **{name: list(pids) for name, pids in self.outside.items()}}
         self._before = {name: cpu_seconds(pids) for name, pids in self._pids.items()}
 
     def stop(self) -> dict[str, float]:

@@ -28,7 +28,7 @@ from kubernetes.utils.quantity import parse_quantity
 
 from . import floor, mpi_operator, prometheus
 from .cgroup import MemoryCgroup
-from .contenders import Contender, Run, all_contenders, kubetrain, process_usage
+from .contenders import Contender, Run, all_contenders, kubetrain, process_cpu_seconds, process_usage
 from .controlplane_access import (
     OPERATOR_FLOW_SCHEMA,
     REPO,
@@ -192,7 +192,7 @@ class OperatorBench:
                 names = [f"job-{repeat}-{index}" for index in range(jobs)]
                 api_before = scrape_apiserver(self.plane)
                 operator_before = operator.metrics() if isinstance(operator, OperatorRun) else []
-                cpu_before, _ = process_usage(operator.process.pid)
+                cpu_before = process_cpu_seconds(operator.process.pid)
                 started = time.monotonic()
                 submitted = dict(zip(names, pool.map(lambda n: _create(api, contender, namespace, n), names),
                                      strict=True))
