@@ -355,10 +355,12 @@ def test_time_to_first_step_beside_mpi_operator(installed: KindCluster) -> None:
         assert all(0 < a <= b + 1 for a, b in zip(times, times[1:], strict=False)), \
             f"{start.contender}: out of order {start}"
     kubetrain = next(start for start in starts if start.contender == first_step.KUBETRAIN)
-    for phase, reported in (("first step", "FirstStep"), ("world up", "WorldUp"),
-                            ("launcher running", "LauncherStarted")):
-        assert abs(kubetrain.reported[reported] - kubetrain.seconds[phase]) < 1.5, \
-            f"status.startup's {reported} is not what was seen: {kubetrain}"
+    # Rank 0's times are its own clock's; a pod's are whole seconds, cut down, and the watch sees a container start
+    # only after the kubelet's next status write (its relist runs every second).
+    for phase, reported, late in (("first step", "FirstStep", 1.5), ("world up", "WorldUp", 1.5),
+                                  ("launcher running", "LauncherStarted", 1 + 2.5)):
+        behind = kubetrain.seconds[phase] - kubetrain.reported[reported]
+        assert -1.5 < behind < late, f"status.startup's {reported} is not what was seen: {kubetrain}"
     for start in starts:  # both controllers, and the API server and etcd they share, did work the meter saw
         if start.contender != first_step.FLOOR:
             assert start.cpu.get("controller", 0) > 0 and start.cpu.get("API server and etcd", 0) > 0, start
