@@ -141,7 +141,8 @@ NOT_RUN = {
     "kubectl get": MENTION,
     "kubectl scale": MENTION,
     "kubectl scale dtr NAME --replicas N": f"{CLUSTER_NAMED}; tests/controlplane/test_operator_elastic.py scales an "
-                                           "elastic job and the kind tier's test_elastic grows one from 2 to 3",
+                                           "elastic job and the kind tier's test_elastic_and_its_tensorboard grows "
+                                           "one from 2 to 3",
     "kubectl apply": MENTION,
     "kubetrain status cifar-mixup -n team-a": f"{CLUSTER}: it reads the job's status from the cluster",
     "kind delete cluster": f"removes the quick start's cluster: {KIND_CLUSTER}, and deletes its cluster afterwards",
@@ -158,7 +159,7 @@ NOT_RUN = {
     "kubectl describe dtr": MENTION,
     "kubetrain status --watch": MENTION,
     "kubetrain status": f"{MENTION}; tests/controlplane/test_progress_reporting.py runs it on a job of its own",
-    "kubetrain tensorboard NAME --port P": f"{PLACEHOLDER}; {KIND_CLUSTER} (test_tensorboard)",
+    "kubetrain tensorboard NAME --port P": f"{PLACEHOLDER}; {KIND_CLUSTER} (test_elastic_and_its_tensorboard)",
     "helm upgrade --reuse-values --set replicas=2": f"{MENTION}: docs/install.md's upgrade, which the kind tier runs",
     "kubectl apply -f jobs/cifar_mixup/job.yaml && kubetrain wait cifar-mixup":
         f"{CLUSTER}; tests/controlplane/test_documented_yaml.py sends this file to the API server (dry run) and "
@@ -186,8 +187,9 @@ NOT_RUN = {
     "kubetrain run --local": MENTION,
     "kubetrain status NAME --watch": PLACEHOLDER,
     "kubetrain tensorboard cifar-mixup":
-        "forwards to a job's pod in a Kubernetes cluster: the kind tier's test_tensorboard (tests/e2e/test_kind.py) "
-        "runs `kubetrain tensorboard <its job> --port <a free port>` and reads the job's scalars through it; "
+        "forwards to a job's pod in a Kubernetes cluster: the kind tier's test_elastic_and_its_tensorboard "
+        "(tests/e2e/test_kind.py) runs `kubetrain tensorboard <its job> --port <a free port>` and reads the job's "
+        "scalars through it; "
         "tests/unit/operator/test_tensorboard_command.py runs its errors",
     "kubetrain tensorboard": MENTION,
     "kubetrain tensorboard NAME": PLACEHOLDER,

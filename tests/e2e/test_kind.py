@@ -1,9 +1,10 @@
 """The user's path on a kind cluster, one test per scenario, in this order: the README's kind quick start run as
 written (cluster, registry, images pushed, chart, volumes, a cifar_mixup job to Succeeded, its curve), a user's own
 image followed by `kubetrain wait`, a restart after a lost worker driven by the Python client with `kubetrain logs` of
-both its attempts, an elastic job that loses a worker and grows by `kubectl scale` without restarting, a job's
-TensorBoard opened with `kubetrain tensorboard` (and the README's screenshots), a rank that fails, the time to the
-first step beside mpi-operator (the kind benchmark at its small size), a missing image, delete, upgrade, uninstall.
+both its attempts, an elastic job whose TensorBoard is opened with `kubetrain tensorboard` (and the README's
+screenshots) and which then loses a worker and grows by `kubectl scale` without restarting, a rank that fails, the
+time to the first step beside mpi-operator (the kind benchmark at its small size), a missing image, delete, upgrade,
+uninstall.
 
 Every test runs on the quick start's cluster (conftest.py), so `-k restart` runs the quick start first. The cluster is
 made from the kind and node image tests/e2e/kind-node/build.sh made on this machine (`make test` builds them), else
@@ -177,12 +178,14 @@ def test_restart_and_the_logs_of_both_attempts(jobs: Jobs, monkeypatch: pytest.M
     assert any("restored " in line for line in rank0) and len(rank0) < len(current), "--rank 0 kept rank 0's lines"
 
 
-def test_elastic(jobs: Jobs) -> None:
-    """An elastic job of 2 workers (1 to 3) loses a worker pod mid-training, then `kubectl scale` makes it 3. It never
-    restarts: it goes on with 1 rank from no earlier than the epoch it had reported, the replacement and the third
-    worker join the running training, and one launcher pod does it all."""
+def test_elastic_and_its_tensorboard(jobs: Jobs, installed: KindCluster) -> None:
+    """An elastic job of 2 workers (1 to 3) with spec.tensorboard. While it trains, TensorBoard answers through
+    `kubetrain tensorboard` (see `check_tensorboard`). Then it loses a worker pod, and `kubectl scale` makes it 3. It
+    never restarts: it goes on with 1 rank from no earlier than the epoch it had reported, the replacement and the
+    third worker join the running training, and one launcher pod does it all."""
     name = "cifar-mixup-elastic"
-    jobs.apply(elastic(cifar_mixup(name, 20), min_workers=1, max_workers=3))  # long enough to scale
+    jobs.apply(with_tensorboard(elastic(cifar_mixup(name, 26), min_workers=1, max_workers=3)))  # long enough to scale
+    check_tensorboard(jobs, installed, name)
     epoch = delete_worker_after_an_epoch(jobs, name)
     replacement = worker_name(name, 1)
     jobs.wait_for_status(name, "workers.lastJoined", f"{replacement} at ")
@@ -214,56 +217,52 @@ def test_elastic(jobs: Jobs) -> None:
     LOG.info("the replacement trained %s s after it was Ready", seconds_to_train_again(log, ready_at))
 
 
-def test_tensorboard(jobs: Jobs, installed: KindCluster) -> None:
-    """A job with spec.tensorboard: its worker 0 gets the tensorboard container, `kubetrain tensorboard NAME --port P`
-    prints the URL, and TensorBoard's HTTP API answers through it while the job trains: the run's tags, and the
-    epoch's val_accuracy the status reports. Then the README's screenshots: TensorBoard's curves in headless chromium
-    and `kubetrain status --watch` in an xterm. Ctrl-C ends the forward (exit 130)."""
-    name = "cifar-mixup-tensorboard"
-    jobs.apply(with_tensorboard(cifar_mixup(name, 20)))  # long enough to be read while it trains
+def check_tensorboard(jobs: Jobs, installed: KindCluster, name: str) -> None:
+    """A job with spec.tensorboard, once it has reported 2 epochs: its worker 0 has the tensorboard container,
+    `kubetrain tensorboard NAME --port P` prints the URL, and TensorBoard's HTTP API answers through it while the job
+    trains: the run's tags, and the epoch's val_accuracy the status reports. Then the README's screenshots:
+    TensorBoard's curves in headless chromium and `kubetrain status --watch` in an xterm. Ctrl-C ends the forward
+    (exit 130)."""
+    # two epochs: the learning rate is written every 50 steps, and an epoch of the digits has about 45
+    jobs.wait_for(name, "2 reported epochs", lambda status: True if (field(status, "progress.epoch") or 0) >= 2
+                  else None)
+    pod = installed.get("pod", worker_name(name, 0))
+    assert [c["name"] for c in pod["spec"]["initContainers"]] == ["kubetrain-entrypoints", "tensorboard"], \
+        f"{worker_name(name, 0)} has no tensorboard container: {pod['spec']['initContainers']}"
+    port = free_port()
+    # Ctrl-C reaches it as at a terminal: a test run in the background may have SIGINT ignored, and children
+    # inherit that.
+    forward = subprocess.Popen([sys.executable, "-m", "kubetrain.cli", "tensorboard", name, "--namespace",
+                                NAMESPACE, "--port", str(port)], env=installed.env(), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
-        # two epochs: the learning rate is written every 50 steps, and an epoch of the digits has about 45
-        jobs.wait_for(name, "2 reported epochs", lambda status: True if (field(status, "progress.epoch") or 0) >= 2
-                      else None)
-        pod = installed.get("pod", worker_name(name, 0))
-        assert [c["name"] for c in pod["spec"]["initContainers"]] == ["kubetrain-entrypoints", "tensorboard"], \
-            f"{worker_name(name, 0)} has no tensorboard container: {pod['spec']['initContainers']}"
-        port = free_port()
-        # Ctrl-C reaches it as at a terminal: a test run in the background may have SIGINT ignored, and children
-        # inherit that.
-        forward = subprocess.Popen([sys.executable, "-m", "kubetrain.cli", "tensorboard", name, "--namespace",
-                                    NAMESPACE, "--port", str(port)], env=installed.env(), stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True,
-                                   preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-        try:
-            assert forward.stdout is not None
-            line = forward.stdout.readline()
-            LOG.info("kubetrain tensorboard printed: %s", line.strip())
-            url = f"http://127.0.0.1:{port}/"
-            assert line.endswith(f"{url}  (Ctrl-C stops)\n"), f"kubetrain tensorboard printed {line!r}"
-            tags = read_json(f"{url}data/plugin/scalars/tags")
-            assert {"epoch/loss", "epoch/val_accuracy", "step/learning_rate"} <= set(tags.get("tensorboard", {})), tags
-            status = jobs.status(name)
-            assert status.get("phase") == RUNNING, f"{name} is {status.get('phase')}: TensorBoard was read too late"
-            reported = field(status, "progress.epoch")
-            accuracy = field(status, "progress.metrics")["val_accuracy"]
-            query = urllib.parse.urlencode({"run": "tensorboard", "tag": "epoch/val_accuracy"})
+        assert forward.stdout is not None
+        line = forward.stdout.readline()
+        LOG.info("kubetrain tensorboard printed: %s", line.strip())
+        url = f"http://127.0.0.1:{port}/"
+        assert line.endswith(f"{url}  (Ctrl-C stops)\n"), f"kubetrain tensorboard printed {line!r}"
+        tags = read_json(f"{url}data/plugin/scalars/tags")
+        assert {"epoch/loss", "epoch/val_accuracy", "step/learning_rate"} <= set(tags.get("tensorboard", {})), tags
+        status = jobs.status(name)
+        assert status.get("phase") == RUNNING, f"{name} is {status.get('phase')}: TensorBoard was read too late"
+        reported = field(status, "progress.epoch")
+        accuracy = field(status, "progress.metrics")["val_accuracy"]
+        query = urllib.parse.urlencode({"run": "tensorboard", "tag": "epoch/val_accuracy"})
 
-            def shown() -> dict[int, float] | None:  # TensorBoard reads the files again every 5 s
-                found = {step: value for _, step, value in read_json(f"{url}data/plugin/scalars/scalars?{query}")}
-                return found if reported in found else None
+        def shown() -> dict[int, float] | None:  # TensorBoard reads the files again every 5 s
+            found = {step: value for _, step, value in read_json(f"{url}data/plugin/scalars/scalars?{query}")}
+            return found if reported in found else None
 
-            points = poll(shown, 60, f"TensorBoard to show epoch {reported}", lambda: "it shows fewer epochs")
-            LOG.info("epoch %d reported; TensorBoard's val_accuracy by epoch: %s", reported, points)
-            assert points.get(reported) == pytest.approx(accuracy, rel=1e-6), \
-                f"TensorBoard shows val_accuracy {points} where the status reports {accuracy} at epoch {reported}"
-            take_screenshots(jobs, name, url)
-        finally:
-            forward.send_signal(signal.SIGINT)
-            _, stderr = forward.communicate(timeout=30)
-        assert forward.returncode == 130, f"kubetrain tensorboard exited {forward.returncode} on Ctrl-C: {stderr}"
+        points = poll(shown, 60, f"TensorBoard to show epoch {reported}", lambda: "it shows fewer epochs")
+        LOG.info("epoch %d reported; TensorBoard's val_accuracy by epoch: %s", reported, points)
+        assert points.get(reported) == pytest.approx(accuracy, rel=1e-6), \
+            f"TensorBoard shows val_accuracy {points} where the status reports {accuracy} at epoch {reported}"
+        take_screenshots(jobs, name, url)
     finally:
-        installed.kubectl("delete", "distributedtraining", name, "--namespace", NAMESPACE, "--wait=false")
+        forward.send_signal(signal.SIGINT)
+        _, stderr = forward.communicate(timeout=30)
+    assert forward.returncode == 130, f"kubetrain tensorboard exited {forward.returncode} on Ctrl-C: {stderr}"
 
 
 def take_screenshots(jobs: Jobs, name: str, url: str) -> None:
@@ -395,7 +394,7 @@ def test_delete(installed: KindCluster) -> None:
 def test_upgrade(jobs: Jobs, installed: KindCluster) -> None:
     """docs/install.md's upgrade, as written: the CRD applied again, `helm upgrade --reuse-values --set replicas=2`.
     Both operator pods are Ready and still run the registry's image (the install's values kept), and a job created
-    afterwards runs."""
+    afterwards runs. Its ranks only sleep: the uninstall below needs a running job, not its training."""
     upgrade = section_commands(REPO / "docs" / "install.md", "Upgrade")
     installed.run_documented(upgrade)
     assert installed.crd_established()
@@ -404,7 +403,9 @@ def test_upgrade(jobs: Jobs, installed: KindCluster) -> None:
     images = {pod["spec"]["containers"][0]["image"] for pod in pods}
     assert all(image.startswith(f"{REGISTRY}/") for image in images), f"--reuse-values lost imageRegistry: {images}"
     name = "cifar-mixup-after-upgrade"
-    jobs.apply(cifar_mixup(name, 20))
+    body = cifar_mixup(name, 1)
+    body["spec"]["command"] = ["sleep", "600"]
+    jobs.apply(body)
     jobs.wait_for_phase(name, RUNNING)
 
 
