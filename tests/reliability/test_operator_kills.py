@@ -61,6 +61,15 @@ def drive_launchers(plane: ControlPlane, namespace: str, items: list[dict], jobs
         script.given.add(pod["metadata"]["uid"])
 
 
+def events_of(plane: ControlPlane, namespace: str, names: set[str]) -> list[str]:
+    """The events of the jobs `names` and of their children, oldest first: what each operator decided, and when."""
+    listing = plane.kubectl("get", "events", "--namespace", namespace, "--sort-by=.metadata.creationTimestamp",
+                            "--output", "custom-columns=TIME:.metadata.creationTimestamp,OBJECT:.involvedObject.name,"
+                            "REASON:.reason,MESSAGE:.message", "--no-headers")
+    return [line for line in listing.splitlines() if any(line.split()[1:2] and
+                                                        line.split()[1].startswith(name) for name in names)]
+
+
 def test_operator_killed_at_random_points_leaves_exactly_one_set_of_children(
         crd: ControlPlane, namespace: str) -> None:
     seed = int(os.environ.get("KUBETRAIN_FAULT_SEED", random.randrange(1 << 30)))
@@ -123,7 +132,7 @@ def test_operator_killed_at_random_points_leaves_exactly_one_set_of_children(
                 problems.append(f"{name}: children {counts}")
             if script.phase == "Succeeded" and (counts.get("Job") != 1 or counts.get("launcher pods Succeeded") != 1):
                 problems.append(f"{name}: the finished launcher and its pod are not kept: {counts}")
-        assert not problems, "\n".join(problems)
+        assert not problems, "\n".join([*problems, *events_of(crd, namespace, {p.split(":")[0] for p in problems})])
         assert not duplicates and not orphans, (duplicates, orphans)
         assert not ledger.pending_orphans(), "children without their owner at rest"
         assert operator.alive()
