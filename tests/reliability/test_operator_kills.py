@@ -6,6 +6,7 @@ The random seed is printed; set KUBETRAIN_FAULT_SEED to replay a run, KUBETRAIN_
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import time
@@ -17,6 +18,7 @@ from fault_harness import ChildLedger, MeteredOperator, expected_children, is_li
 from kubetrain.contract import LABEL_ATTEMPT, LABEL_JOB, LABEL_ROLE, ROLE_LAUNCHER
 from tests.reliability.figures import FIGURES
 from tests.support.cluster import ControlPlane
+from tests.support.job_events import job_events
 from tests.support.operator_harness import create, training
 
 pytestmark = pytest.mark.controlplane
@@ -59,15 +61,6 @@ def drive_launchers(plane: ControlPlane, namespace: str, items: list[dict], jobs
         plane.set_pod_outcome(namespace, pod["metadata"]["name"], outcome,
                               exit_code=0 if outcome == "Succeeded" else 1)
         script.given.add(pod["metadata"]["uid"])
-
-
-def events_of(plane: ControlPlane, namespace: str, names: set[str]) -> list[str]:
-    """The events of the jobs `names` and of their children, oldest first: what each operator decided, and when."""
-    listing = plane.kubectl("get", "events", "--namespace", namespace, "--sort-by=.metadata.creationTimestamp",
-                            "--output", "custom-columns=TIME:.metadata.creationTimestamp,OBJECT:.involvedObject.name,"
-                            "REASON:.reason,MESSAGE:.message", "--no-headers")
-    return [line for line in listing.splitlines() if any(line.split()[1:2] and
-                                                        line.split()[1].startswith(name) for name in names)]
 
 
 def test_operator_killed_at_random_points_leaves_exactly_one_set_of_children(
@@ -132,7 +125,10 @@ def test_operator_killed_at_random_points_leaves_exactly_one_set_of_children(
                 problems.append(f"{name}: children {counts}")
             if script.phase == "Succeeded" and (counts.get("Job") != 1 or counts.get("launcher pods Succeeded") != 1):
                 problems.append(f"{name}: the finished launcher and its pod are not kept: {counts}")
-        assert not problems, "\n".join([*problems, *events_of(crd, namespace, {p.split(":")[0] for p in problems})])
+        if problems:  # what each operator decided for the failed jobs, and when
+            events = json.loads(crd.kubectl("get", "events", "--namespace", namespace, "--output=json"))["items"]
+            problems += [job_events(events, failed) for failed in sorted({p.split(":")[0] for p in problems})]
+        assert not problems, "\n".join(problems)
         assert not duplicates and not orphans, (duplicates, orphans)
         assert not ledger.pending_orphans(), "children without their owner at rest"
         assert operator.alive()

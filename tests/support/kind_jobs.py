@@ -12,8 +12,9 @@ from typing import Any, TypeVar
 
 import yaml
 
-from kubetrain.contract import LABEL_JOB, LABEL_ROLE, ROLE_LAUNCHER, job_of_worker, launcher_name
+from kubetrain.contract import LABEL_JOB, LABEL_ROLE, ROLE_LAUNCHER, launcher_name
 from kubetrain.reasons import TERMINAL_PHASES
+from tests.support.job_events import job_events
 from tests.support.kind_cluster import NAMESPACE, KindCluster, poll
 
 T = TypeVar("T")
@@ -160,10 +161,7 @@ class Jobs:
 
     def _events(self, name: str) -> str:
         found = self.cluster.kubectl_result("get", "events", "--namespace", NAMESPACE, "--output=json")
-        events = json.loads(found.stdout)["items"] if found.returncode == 0 else []
-        mine = sorted((event for event in events if _about(name, event["involvedObject"]["name"])), key=_when)
-        return "\n".join(f"{_when(e)} {e.get('type')} {e.get('reason')} {e['involvedObject']['kind']}/"
-                         f"{e['involvedObject']['name']}: {e.get('message')}" for e in mine) or "no events"
+        return job_events(json.loads(found.stdout)["items"] if found.returncode == 0 else [], name)
 
     def _pod_logs(self, name: str) -> str:
         found = self.cluster.kubectl_result("get", "pods", "--namespace", NAMESPACE, f"--selector={LABEL_JOB}={name}",
@@ -182,14 +180,3 @@ class Jobs:
                 parts.append(self.cluster.kubectl_result("logs", *scope, "--previous").stdout)
             parts.append(self.cluster.kubectl_result("logs", *scope).stdout)
         return "\n".join(parts)
-
-
-def _about(job: str, object_name: str) -> bool:
-    """Whether an event's object is the job, one of its workers, its launcher Job or a launcher pod."""
-    launcher = launcher_name(job)
-    return object_name in (job, launcher) or job_of_worker(object_name) == job or \
-        object_name.rpartition("-")[0] == launcher
-
-
-def _when(event: dict[str, Any]) -> str:
-    return str(event.get("lastTimestamp") or event.get("eventTime") or event["metadata"].get("creationTimestamp"))
