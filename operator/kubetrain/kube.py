@@ -133,13 +133,21 @@ class Kube:
                                  content_type="application/merge-patch+json", serialize=False)
         return cast(dict[str, Any], orjson.loads(patched.data))
 
+    def patch_existing(self, obj: Mapping[str, Any]) -> None:
+        """Merge `obj` into the object of its name if there is one (no such object or kind: nothing to do)."""
+        try:
+            self.patch(obj)
+        except (NotFoundError, ResourceNotFoundError):
+            pass
+
     def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
-        """Delete, tolerating 404; dependents (a Job's pods) are removed in the background."""
+        """Delete, tolerating 404 and a kind the cluster does not serve; dependents (a Job's pods) are removed in the
+        background."""
         try:
             self._resource(api_version, kind).delete(
                 name=name, namespace=namespace, body={"propagationPolicy": "Background"}, serialize=False
             )
-        except NotFoundError:
+        except (NotFoundError, ResourceNotFoundError):
             pass
 
     def delete_training(self, namespace: str, name: str) -> None:

@@ -20,6 +20,7 @@ from kubetrain.children import BY_KIND
 from kubetrain.contract import ENTRYPOINTS_IMAGE
 from kubetrain.keys import generate_job_keys
 from kubetrain.kube import ChildConflict, ChildRefused, Kube
+from kubetrain.manifests.gang import release_patch
 from kubetrain.manifests.ssh import build_ssh_secret
 from kubetrain.metrics import record_transition
 from kubetrain.plan import (
@@ -31,6 +32,7 @@ from kubetrain.plan import (
     DeleteTraining,
     Patch,
     Plan,
+    ReleaseGang,
     SaveLog,
     decide,
     phase,
@@ -178,6 +180,8 @@ def _call(writer: Writer, action: Action, job: Job) -> Callable[[], None]:
         return lambda: kube.delete(action.api_version, action.kind, meta["namespace"], action.name)
     if isinstance(action, SaveLog):
         return lambda: log_copy.save(kube, writer.body, job, action)
+    if isinstance(action, ReleaseGang):
+        return lambda: kube.patch_existing(release_patch(job, action.since))
     return lambda: kube.delete_training(meta["namespace"], meta["name"])
 
 

@@ -53,6 +53,7 @@ BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler
 
 # Mirrored in kwok-stages.yaml.
 OUTCOME_ANNOTATION_PREFIX = "kwok.kubetrain.dev/"
+LINGER_ANNOTATION = OUTCOME_ANNOTATION_PREFIX + "linger"  # kwok-stages.yaml's pod-delete skips a pod that has it
 UNPULLABLE_IMAGE_PREFIX = "unpullable.invalid/"
 FAKE_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -772,6 +773,11 @@ class ControlPlane:
             self.nodes.remove(name)
 
     # -- pod outcomes -------------------------------------------------------------------------------------------------
+
+    def hold_deletion(self, namespace: str, pod: str, held: bool = True) -> None:
+        """While held, kwok leaves a deleted pod terminating, as a node slow to stop it would; then it goes."""
+        value = f"{LINGER_ANNOTATION}=true" if held else f"{LINGER_ANNOTATION}-"
+        self.kubectl("annotate", "pod", pod, "--namespace", namespace, "--overwrite", value)
 
     def set_pod_outcome(self, namespace: str, pod: str, phase: str = "Succeeded", reason: str | None = None,
                         exit_code: int | None = None, message: str | None = None,

@@ -117,9 +117,15 @@ app.kubernetes.io/part-of: kubetrain
   verbs: [get, list, watch, create]
 # spec.scheduling.gang: the job's PodGroup (scheduler-plugins' or Volcano's), created with each attempt's workers;
 # get reads it back when it already exists. Removed with the job by garbage collection.
-- apiGroups: [scheduling.x-k8s.io, scheduling.volcano.sh]
+# Once the job's workers are gone (it ended or is suspended), a Volcano PodGroup is deleted (else Volcano queues the
+# empty group again and keeps its resources for it) and a Coscheduling one is patched (an annotation on which the
+# scheduler looks again at the gangs waiting for those nodes).
+- apiGroups: [scheduling.volcano.sh]
   resources: [podgroups]
-  verbs: [get, create]
+  verbs: [get, create, delete]
+- apiGroups: [scheduling.x-k8s.io]
+  resources: [podgroups]
+  verbs: [get, create, patch]
 # Events on DistributedTrainings.
 - apiGroups: [""]
   resources: [events]

@@ -21,6 +21,8 @@ from kubetrain.manifests.names import metadata
 
 COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
 VOLCANO_ANNOTATION = "scheduling.k8s.io/group-name"
+# Set on a Coscheduling PodGroup once every worker of the gang is gone: when it went (see release_patch).
+RELEASED_ANNOTATION = "kubetrain.dev/workers-gone-since"
 
 
 def build_pod_group(job: Job, gang: Gang, worker_requests: dict[str, Any],
@@ -42,6 +44,17 @@ def build_pod_group(job: Job, gang: Gang, worker_requests: dict[str, Any],
             spec["queue"] = gang.queue
     return {"apiVersion": kind.api_version, "kind": kind.kind,
             "metadata": metadata(job, pod_group_name(job.name), ROLE_WORKER), "spec": spec}
+
+
+def release_patch(job: Job, since: str) -> dict[str, Any]:
+    """A merge patch that marks the job's Coscheduling PodGroup: its workers are gone since `since`.
+
+    Coscheduling retries a gang it turned away only when a pod is added or a PodGroup changes. Its controller's last
+    update of a finished gang's PodGroup may come while some of its workers still hold their nodes, so without this
+    change a waiting gang would wait for the scheduler's 5-minute flush of unschedulable pods."""
+    return {"apiVersion": COSCHEDULING_POD_GROUP.api_version, "kind": COSCHEDULING_POD_GROUP.kind,
+            "metadata": {"name": pod_group_name(job.name), "namespace": job.namespace,
+                         "annotations": {RELEASED_ANNOTATION: since}}}
 
 
 def join_gang(pod: dict[str, Any], job: Job, gang: Gang) -> None:

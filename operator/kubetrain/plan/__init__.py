@@ -31,6 +31,7 @@ from kubetrain.plan.model import (
     Event,
     Patch,
     Plan,
+    ReleaseGang,
     SaveLog,
     parse_time,
 )
@@ -39,7 +40,7 @@ from kubetrain.plan.world import World, observe
 from kubetrain.pod_state import Failure, is_terminating, iso, job_finished
 
 __all__ = ["Action", "Children", "Create", "CreateSshSecret", "Delete", "DeleteTraining", "Event",
-           "Patch", "Plan", "SaveLog", "decide", "status_changed"]
+           "Patch", "Plan", "ReleaseGang", "SaveLog", "decide", "status_changed"]
 
 
 def decide(job: Job, status: Mapping[str, Any], children: Children, now: datetime) -> Plan:
@@ -201,6 +202,7 @@ def _finished(world: World, status: Mapping[str, Any]) -> Plan:
         plan.requeue_after = remaining
     if plan.actions and plan.requeue_after is None:
         plan.requeue_after = WAIT_REQUEUE_SECONDS
+    plan.actions.extend(desired.release_gang(world.job, world.children, status.get("completionTime")))
     return plan
 
 
@@ -209,4 +211,5 @@ def _suspended(world: World) -> Plan:
     phase.suspended(world, plan)
     if plan.actions:
         plan.requeue_after = WAIT_REQUEUE_SECONDS
+    plan.actions.extend(desired.release_gang(world.job, world.children, phase.suspended_since(world.status)))
     return plan

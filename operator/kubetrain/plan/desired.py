@@ -7,7 +7,15 @@ from datetime import timedelta
 from typing import Any
 
 from kubetrain.api import Job
-from kubetrain.contract import ROLE_LAUNCHER, ROLE_WORKER, launcher_name, ssh_secret_name, worker_name
+from kubetrain.children import VOLCANO_POD_GROUP
+from kubetrain.contract import (
+    ROLE_LAUNCHER,
+    ROLE_WORKER,
+    launcher_name,
+    pod_group_name,
+    ssh_secret_name,
+    worker_name,
+)
 from kubetrain.manifests.hosts import build_hosts_configmap
 from kubetrain.manifests.launcher import build_launcher_job
 from kubetrain.manifests.pods import build_worker_pod, build_worker_pod_group
@@ -21,6 +29,7 @@ from kubetrain.plan.model import (
     Delete,
     Obj,
     Patch,
+    ReleaseGang,
     attempt_of,
     parse_time,
     role_of,
@@ -168,6 +177,21 @@ def clean_pods(job: Job, children: Children) -> list[Action]:
         for pod in children.pods
         if not is_terminating(pod) and (policy == "All" or still_running(pod))
     ]
+
+
+def release_gang(job: Job, children: Children, since: str | None) -> list[Action]:
+    """What tells the gang scheduler that none of the job's workers is left (the job ended or is suspended `since`),
+    so the gangs that wait for those nodes get them:
+    - Coscheduling: a mark on the job's PodGroup (kubetrain.manifests.gang.release_patch), the same on every pass (the
+      API server drops a patch that changes nothing);
+    - Volcano: the PodGroup goes. Its `enqueue` action would take the empty group back into its queue and keep its
+      minResources for it. The next attempt (a resume) creates it again with its workers."""
+    gang = job.spec.scheduling.gang
+    if gang is None or since is None or any(role_of(pod) == ROLE_WORKER for pod in children.pods):
+        return []
+    if gang.scheduler == "Coscheduling":
+        return [ReleaseGang(since)]
+    return [Delete(VOLCANO_POD_GROUP.api_version, VOLCANO_POD_GROUP.kind, pod_group_name(job.name))]
 
 
 def ttl_remaining(world: World, completion_time: str | None) -> float | None:

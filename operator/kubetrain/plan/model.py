@@ -40,6 +40,13 @@ class Delete:
 
 
 @dataclass(frozen=True)
+class ReleaseGang:
+    """Every worker of a Coscheduling gang is gone: mark its PodGroup with `since` (see desired.release_gang)."""
+
+    since: str
+
+
+@dataclass(frozen=True)
 class DeleteTraining:
     """ttlSecondsAfterFinished elapsed: delete the DistributedTraining itself (children follow by ownership)."""
 
@@ -64,7 +71,7 @@ class Event:
     message: str
 
 
-Action = Create | CreateSshSecret | Patch | Delete | DeleteTraining | SaveLog
+Action = Create | CreateSshSecret | Patch | Delete | DeleteTraining | SaveLog | ReleaseGang
 
 
 @dataclass

@@ -291,6 +291,12 @@ def suspended(world: World, plan: Plan) -> None:
         plan.events.append(Event("Normal", r.SUSPENDED_BY_USER, message))
 
 
+def suspended_since(status: Mapping[str, Any]) -> str | None:
+    """When the job was last suspended (its Suspended condition turned True), or None while it is not."""
+    condition = _condition(status, r.COND_SUSPENDED)
+    return condition.get("lastTransitionTime") if condition.get("status") == "True" else None
+
+
 def status_of(world: World, phase: str, reason: str, message: str, conditions: Conditions, ready: int,
               attempt: int | None = None) -> dict[str, Any]:
     """The operator's part of status (rank 0 owns progress.epoch/step/metrics and checkpoint)."""

@@ -12,9 +12,10 @@ from test_plan import NOW, config_children, job_of, worker
 
 from kubetrain import reasons as r
 from kubetrain.api import SpecError, parse_job
+from kubetrain.manifests.gang import release_patch
 from kubetrain.manifests.launcher import build_launcher_job
 from kubetrain.manifests.pods import build_worker_pod, build_worker_pod_group
-from kubetrain.plan import Children, Create, decide
+from kubetrain.plan import Children, Create, Delete, ReleaseGang, decide
 from kubetrain.sync import waves
 
 GANG_SPEC = {"workers": 3, "resources": {"gpusPerWorker": 2, "cpu": "500m", "memory": "16Gi"}}
@@ -116,3 +117,36 @@ def test_on_timeout_fail_fails_after_schedule_timeout_and_wait_keeps_waiting():
     still = decide(waiting, {}, Children(pods=[unplaced(waiting, i, timedelta(hours=2)) for i in range(3)],
                                          **config_children(waiting)), NOW)
     assert still.status["phase"] == r.PENDING and still.status["reason"] == r.GANG_UNSCHEDULABLE
+
+
+SUCCEEDED = {"phase": r.SUCCEEDED, "completionTime": "2026-11-21T11:59:00Z", "attempt": 0}
+
+
+def test_a_finished_coscheduling_gang_marks_its_pod_group_once_its_last_worker_is_gone():
+    job = gang_job(scheduler="Coscheduling")
+    lingering = decide(job, SUCCEEDED, Children(pods=[worker(job, 2)], **config_children(job)), NOW)
+    assert not [a for a in lingering.actions if isinstance(a, ReleaseGang)]  # that worker still holds its node
+    gone = decide(job, SUCCEEDED, Children(**config_children(job)), NOW)
+    assert gone.actions == [ReleaseGang("2026-11-21T11:59:00Z")] and gone.requeue_after is None
+    patch = release_patch(job, "2026-11-21T11:59:00Z")
+    assert (patch["apiVersion"], patch["kind"], patch["metadata"]["name"]) == (
+        "scheduling.x-k8s.io/v1alpha1", "PodGroup", "cifar-workers")
+    assert patch["metadata"]["annotations"] == {"kubetrain.dev/workers-gone-since": "2026-11-21T11:59:00Z"}
+    assert "spec" not in patch  # only the mark: a merge patch of what the scheduler reads would change the gang
+
+
+def test_a_suspended_coscheduling_gang_marks_its_pod_group():
+    suspended = {"phase": r.SUSPENDED, "conditions": [
+        {"type": r.COND_SUSPENDED, "status": "True", "lastTransitionTime": "2026-11-21T11:58:00Z"}]}
+    job = job_of(**GANG_SPEC, scheduling={"gang": {"scheduler": "Coscheduling"}}, runPolicy={"suspend": True})
+    plan = decide(job, suspended, Children(**config_children(job)), NOW)
+    assert [a for a in plan.actions if isinstance(a, ReleaseGang)] == [ReleaseGang("2026-11-21T11:58:00Z")]
+
+
+def test_a_finished_volcano_gang_deletes_its_pod_group_once_its_last_worker_is_gone():
+    job = gang_job(scheduler="Volcano")  # else Volcano queues the empty group again and keeps 6 GPUs for it
+    assert decide(job, SUCCEEDED, Children(pods=[worker(job, 0)], **config_children(job)), NOW).actions == [
+        Delete("v1", "Pod", "cifar-worker-0")]  # cleanPodPolicy Running; the group waits for the pod to go
+    gone = decide(job, SUCCEEDED, Children(**config_children(job)), NOW)
+    assert gone.actions == [Delete("scheduling.volcano.sh/v1beta1", "PodGroup", "cifar-workers")]
+    assert gone.requeue_after is None  # the next pass deletes it again if need be (a 404 is nothing to do)
