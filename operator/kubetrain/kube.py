@@ -140,14 +140,15 @@ class Kube:
         except (NotFoundError, ResourceNotFoundError):
             pass
 
-    def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
-        """Delete, tolerating 404 and a kind the cluster does not serve; dependents (a Job's pods) are removed in the
-        background."""
+    def delete(self, api_version: str, kind: str, namespace: str, name: str, uid: str | None = None) -> None:
+        """Delete the object of that name (only while its uid is `uid`, when given), tolerating 404, another object
+        of that name (409) and a kind the cluster does not serve; dependents (a Job's pods) go in the background."""
+        body: dict[str, Any] = {"propagationPolicy": "Background"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
         try:
-            self._resource(api_version, kind).delete(
-                name=name, namespace=namespace, body={"propagationPolicy": "Background"}, serialize=False
-            )
-        except (NotFoundError, ResourceNotFoundError):
+            self._resource(api_version, kind).delete(name=name, namespace=namespace, body=body, serialize=False)
+        except (NotFoundError, ConflictError, ResourceNotFoundError):
             pass
 
     def delete_training(self, namespace: str, name: str) -> None:

@@ -177,7 +177,7 @@ def _call(writer: Writer, action: Action, job: Job) -> Callable[[], None]:
     if isinstance(action, Patch):
         return lambda: writer.patch(action.obj)
     if isinstance(action, Delete):
-        return lambda: kube.delete(action.api_version, action.kind, meta["namespace"], action.name)
+        return lambda: kube.delete(action.api_version, action.kind, meta["namespace"], action.name, action.uid)
     if isinstance(action, SaveLog):
         return lambda: log_copy.save(kube, writer.body, job, action)
     if isinstance(action, ReleaseGang):

@@ -49,7 +49,10 @@ class RecordingKube:
         stored["metadata"].update(resourceVersion=str(next(self._versions)))
         return stored
 
-    def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
+    def patch_existing(self, obj: Mapping[str, Any]) -> None:
+        self.writes.append(("patch", obj["kind"], obj["metadata"]["name"]))
+
+    def delete(self, api_version: str, kind: str, namespace: str, name: str, uid: str | None = None) -> None:
         self.writes.append(("delete", kind, name))
 
     def list_metadata(self, api_version: str, kind: str, namespace: str, label_selector: str) -> list[dict[str, Any]]:

@@ -172,7 +172,8 @@ def _fail(world: World, failure: Failure) -> Plan:
     plan = Plan()
     launcher = world.children.named(world.children.jobs, launcher_name(world.job.name))
     if launcher is not None and job_finished(launcher) is None and not is_terminating(launcher):
-        plan.actions.append(Delete("batch/v1", "Job", launcher_name(world.job.name)))  # stop the training
+        plan.actions.append(Delete("batch/v1", "Job", launcher_name(world.job.name),  # stop the training
+                                   launcher["metadata"].get("uid")))
     phase.failed(world, failure, plan)
     return _then_finished(world, plan)
 

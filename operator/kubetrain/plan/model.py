@@ -34,9 +34,13 @@ class Patch:
 
 @dataclass(frozen=True)
 class Delete:
+    """Delete the object of that name, only while it is the one of `uid` (when given): a delete decided on one
+    attempt's pod never removes the next attempt's pod of the same name."""
+
     api_version: str
     kind: str
     name: str
+    uid: str | None = None
 
 
 @dataclass(frozen=True)

@@ -216,6 +216,19 @@ def test_failed_worker_restarts_the_whole_job_and_names_the_pod() -> None:
     assert deleted == {("Pod", "cifar-worker-0"), ("Pod", "cifar-worker-1"), ("Job", "cifar-launcher")}
 
 
+def test_a_delete_names_the_uid_it_was_decided_on() -> None:
+    """The next attempt's pods take the same names: a delete must never reach them."""
+    job = job_of()
+    batch, pod = launcher(job)
+    workers = [worker(job, 0), worker(job, 1, phase="Failed", ready=False)]
+    for index, obj in enumerate([*workers, batch]):
+        obj["metadata"]["uid"] = f"uid-{index}"
+    plan = decide(job, {"phase": r.RUNNING, "attempt": 0}, Children(pods=[*workers, pod], jobs=[batch],
+                                                                    **config_children(job)), NOW)
+    assert {(a.name, a.uid) for a in plan.actions if isinstance(a, Delete)} == {
+        ("cifar-worker-0", "uid-0"), ("cifar-worker-1", "uid-1"), ("cifar-launcher", "uid-2")}
+
+
 def test_after_a_restart_old_pods_go_before_new_ones_come() -> None:
     job = job_of()
     old = worker(job, 0, attempt=0)
