@@ -12,8 +12,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trainlib.plots import plt, save_figure  # pyplot on the Agg backend (no display)
-
 VARIANTS = (("mixup", True), ("no-mixup", False))  # sub-folder of the checkpoint directory, --mixup or not
 
 
@@ -55,6 +53,8 @@ def format_table(runs: Sequence[RunSummary]) -> str:
 
 def plot_validation(runs: Sequence[RunSummary], path: str, title: str) -> None:
     """Validation accuracy (left) and loss (right) per epoch, one line per run; training accuracy dashed."""
+    from trainlib.plots import plt, save_figure  # matplotlib only here: every rank imports this module
+
     figure, (accuracy_axis, loss_axis) = plt.subplots(1, 2, figsize=(11, 4))
     for run in runs:
         epochs = [record["epoch"] for record in run.epochs]

@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable, Mapping
 
 from trainlib.metrics import finite_metrics
-from trainlib.plots import plot_history
 
 
 class HistoryLog:
@@ -68,6 +67,8 @@ class HistoryLog:
 
     def plot(self) -> None:
         if self.records:
+            from trainlib.plots import plot_history  # matplotlib: rank 0 only, after its first epoch
+
             plot_history(self.records, self.png_path, self.title)
             self._plotted_records = list(self.records)
         self._plotted_at = self._clock()

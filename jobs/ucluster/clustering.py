@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 
 import numpy as np
-from sklearn.cluster import KMeans
 
 from trainlib import distributed
 from trainlib.distributed import WorkerContext
@@ -22,6 +21,8 @@ log = logging.getLogger(__name__)
 
 def fit_centroids(embeddings: np.ndarray, n_clusters: int, seed: int | None) -> np.ndarray:
     """k-means centres (n_clusters, dim) of the embeddings (sklearn, 10 initialisations)."""
+    from sklearn.cluster import KMeans  # scikit-learn (1 CPU second to import) only where it is used: rank 0
+
     if len(embeddings) < n_clusters:
         raise ValueError(f"k-means needs at least {n_clusters} embeddings, got {len(embeddings)}")
     kmeans = KMeans(n_clusters=n_clusters, n_init=10, random_state=seed).fit(embeddings)
