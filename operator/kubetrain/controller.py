@@ -35,6 +35,7 @@ from kubetrain.runtime.liveness import Loop, not_alive
 from kubetrain.runtime.queue import SyncQueue
 from kubetrain.runtime.store import JobKey, Obj, Store
 from kubetrain.runtime.watch import ApiTransport, Resource
+from kubetrain.schema import crd_schema
 from kubetrain.settings import Settings
 from kubetrain.sync import sync_training
 
@@ -108,6 +109,7 @@ class Controller:
 
     def start(self) -> None:
         """Start the watches, and the leader election; a namespace's first passes follow once its watches listed."""
+        crd_schema()  # read now: the first passes, all at once, would each read it (a cache fills only once read)
         transport = ApiTransport(DynamicClient(self.watches))
         for field, resource in self.watched:
             # Kueue's Workloads only add what Kueue says to a status: jobs do not wait for them.

@@ -20,7 +20,8 @@ _OBJECT_FIELDS = ("apiVersion", "kind", "metadata")
 @cache
 def crd_schema() -> Mapping[str, Any]:
     """The openAPIV3Schema of the served version, read once from the packaged CRD."""
-    crd = yaml.safe_load(resources.files("kubetrain").joinpath("crd.yaml").read_text(encoding="utf-8"))
+    text = resources.files("kubetrain").joinpath("crd.yaml").read_text(encoding="utf-8")
+    crd = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml: 0.37 -> 0.03 CPU s
     version = next(v for v in crd["spec"]["versions"] if v["name"] == VERSION)
     return version["schema"]["openAPIV3Schema"]  # type: ignore[no-any-return]
 

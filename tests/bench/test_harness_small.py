@@ -23,6 +23,8 @@ EXPECTED = [
     *(f"kubetrain / {peer}: create -> all children p99, {size}" for peer in OPERATORS[1:]
       for size in ("1 job", "5 jobs")),
     *(f"floor, no operator: {who}'s children replayed, 5 jobs" for who in OPERATORS),
+    *(f"{who} at its start: create -> all children, 5 jobs" for who in OPERATORS),
+    f"kubetrain / {OPERATORS[1]} at their start: create -> all children p99, 5 jobs",
     f"floor kubetrain / floor {OPERATORS[1]}: create -> all children p99, 5 jobs",
     *(f"{who}: peak RSS per 100 jobs, 1 -> 5 jobs" for who in OPERATORS),
     "kubetrain under the chart's default memory limit",
