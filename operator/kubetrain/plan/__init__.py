@@ -33,6 +33,7 @@ from kubetrain.plan.model import (
     Plan,
     ReleaseGang,
     SaveLog,
+    delete_of,
     parse_time,
 )
 from kubetrain.plan.phase import status_changed
@@ -172,8 +173,7 @@ def _fail(world: World, failure: Failure) -> Plan:
     plan = Plan()
     launcher = world.children.named(world.children.jobs, launcher_name(world.job.name))
     if launcher is not None and job_finished(launcher) is None and not is_terminating(launcher):
-        plan.actions.append(Delete("batch/v1", "Job", launcher_name(world.job.name),  # stop the training
-                                   launcher["metadata"].get("uid")))
+        plan.actions.append(delete_of("batch/v1", "Job", launcher))  # stop the training
     phase.failed(world, failure, plan)
     return _then_finished(world, plan)
 

@@ -31,6 +31,7 @@ from kubetrain.plan.model import (
     Patch,
     ReleaseGang,
     attempt_of,
+    delete_of,
     parse_time,
     role_of,
 )
@@ -110,12 +111,12 @@ def attempt_actions(world: World) -> tuple[list[Action], bool]:
     waiting = False
     for pod in children.pods:
         if role_of(pod) == ROLE_WORKER and pod not in workers.values() and not is_terminating(pod):
-            actions.append(Delete("v1", "Pod", pod["metadata"]["name"], pod["metadata"].get("uid")))
+            actions.append(delete_of("v1", "Pod", pod))
             waiting = True
     if job.spec.elastic is not None:  # replace the workers that left; scale down
         for index, pod in sorted(workers.items()):
             if index >= job.spec.workers or index in elastic_departing:
-                actions.append(Delete("v1", "Pod", pod["metadata"]["name"], pod["metadata"].get("uid")))
+                actions.append(delete_of("v1", "Pod", pod))
                 waiting = True
         workers = {index: pod for index, pod in workers.items()
                    if index < job.spec.workers and index not in elastic_departing}
@@ -134,7 +135,7 @@ def attempt_actions(world: World) -> tuple[list[Action], bool]:
     launcher = children.named(children.jobs, launcher_name(job.name))
     if launcher is not None and attempt_of(launcher) != attempt:
         if not is_terminating(launcher):
-            actions.append(Delete("batch/v1", "Job", launcher_name(job.name), launcher["metadata"].get("uid")))
+            actions.append(delete_of("batch/v1", "Job", launcher))
         waiting = blocked = True
     enough = sum(1 for pod in workers.values() if is_ready(pod)) >= job.spec.workers_to_start
     launching = launcher is None and enough and not blocked
@@ -146,13 +147,13 @@ def attempt_actions(world: World) -> tuple[list[Action], bool]:
 def delete_attempt(job: Job, children: Children) -> list[Action]:
     """Every worker pod and the launcher Job, for a restart or a suspend."""
     actions: list[Action] = [
-        Delete("v1", "Pod", pod["metadata"]["name"], pod["metadata"].get("uid"))
+        delete_of("v1", "Pod", pod)
         for pod in children.pods
         if role_of(pod) == ROLE_WORKER and not is_terminating(pod)
     ]
     launcher = children.named(children.jobs, launcher_name(job.name))
     if launcher is not None and not is_terminating(launcher):
-        actions.append(Delete("batch/v1", "Job", launcher_name(job.name), launcher["metadata"].get("uid")))
+        actions.append(delete_of("batch/v1", "Job", launcher))
     return actions
 
 
@@ -173,7 +174,7 @@ def clean_pods(job: Job, children: Children) -> list[Action]:
         return pod_phase(pod) in ("Pending", "Running")
 
     return [
-        Delete("v1", "Pod", pod["metadata"]["name"], pod["metadata"].get("uid"))
+        delete_of("v1", "Pod", pod)
         for pod in children.pods
         if not is_terminating(pod) and (policy == "All" or still_running(pod))
     ]

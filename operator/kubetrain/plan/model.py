@@ -43,6 +43,11 @@ class Delete:
     uid: str | None = None
 
 
+def delete_of(api_version: str, kind: str, obj: Obj) -> Delete:
+    """The Delete of `obj` as the plan saw it: its name, and its uid as the precondition."""
+    return Delete(api_version, kind, obj["metadata"]["name"], obj["metadata"].get("uid"))
+
+
 @dataclass(frozen=True)
 class ReleaseGang:
     """Every worker of a Coscheduling gang is gone: mark its PodGroup with `since` (see desired.release_gang)."""
