@@ -3,11 +3,14 @@
 `make test` runs the tiers after the unit tier in pytest-xdist workers with `--dist loadgroup --no-loadscope-reorder`.
 Each test is put in the xdist group of its tier (the folder under tests/), so a tier runs whole in one worker and its
 session fixtures (a control plane, the kind cluster) are made once. Tiers are handed out in TIER_ORDER, longest
-first, so that the workers finish at about the same time.
+first. A filler tier (FILLER_TIERS: its modules share nothing costly) is one group per module instead, handed out
+after the whole tiers: its modules go to whichever worker is free first, so that the workers finish at about the same
+time.
 
-At the end the run prints each tier's minutes and which worker ran which tiers; a tier whose tests ran in two workers
-fails the run (its session fixtures were made twice, or clashed). The reliability figures are recorded in whichever
-process runs the reliability tier: a worker sends its own to the controller, which prints and writes them once.
+At the end the run prints each tier's minutes and which worker ran which tiers; a tier other than a filler whose
+tests ran in two workers fails the run (its session fixtures were made twice, or clashed). The reliability figures
+are recorded in whichever process runs the reliability tier: a worker sends its own to the controller, which prints
+and writes them once.
 """
 
 from __future__ import annotations
@@ -22,9 +25,11 @@ import pytest
 from tests.reliability.figures import FIGURES, RESULTS
 
 TESTS = Path(__file__).resolve().parent
-# Longest first (minutes in the warm 2-lane run of 2026-11-26: jobs 15.3, e2e 10.7, controlplane 10.3, images 9.6,
-# reliability 9.2, bench 5.9, launch 2.7, docs 0.9); a tier not listed runs last.
+# Longest first (minutes in the warm 2-lane run of 2026-11-28: jobs 19.5, e2e 16.4, controlplane 12.2, images 10.2,
+# reliability 6.7, bench 5.4, launch 3.0, docs 1.7); a tier not listed runs last.
 TIER_ORDER = ("jobs", "e2e", "controlplane", "images", "reliability", "bench", "launch", "docs", "unit")
+# The jobs tier's modules each train on their own (their data sets are a few seconds to write).
+FILLER_TIERS = ("jobs",)
 FIGURES_KEY = "kubetrain_reliability_figures"
 LANE_KEY = "kubetrain_lane"
 
@@ -37,15 +42,22 @@ def tier_of(item: pytest.Item) -> str:
     return Path(item.path).resolve().relative_to(TESTS).parts[0]
 
 
-def tier_rank(tier: str) -> int:
-    return TIER_ORDER.index(tier) if tier in TIER_ORDER else len(TIER_ORDER)
+def group_of(item: pytest.Item) -> str:
+    """The xdist group: the tier, or for a filler tier the tier and the module."""
+    tier = tier_of(item)
+    return f"{tier}/{Path(item.path).stem}" if tier in FILLER_TIERS else tier
+
+
+def tier_rank(tier: str) -> tuple[bool, int]:
+    """Whole tiers in TIER_ORDER (a tier not listed after them), then the filler tiers."""
+    return tier in FILLER_TIERS, TIER_ORDER.index(tier) if tier in TIER_ORDER else len(TIER_ORDER)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Group each test by its tier and put the tiers in TIER_ORDER (a stable sort: a tier keeps its own order)."""
+    """Group each test (`group_of`) and put the tiers in order (a stable sort: a tier keeps its own order)."""
     for item in items:
-        item.add_marker(pytest.mark.xdist_group(tier_of(item)))
+        item.add_marker(pytest.mark.xdist_group(group_of(item)))
     items.sort(key=lambda item: tier_rank(tier_of(item)))
 
 
@@ -79,11 +91,12 @@ def pytest_testnodedown(node: Any, error: object | None) -> None:
 
 
 def split_tiers(lanes: dict[str, list[str]]) -> dict[str, list[str]]:
-    """Each tier that more than one worker ran, with those workers."""
+    """Each tier but a filler that more than one worker ran, with those workers."""
     workers: dict[str, list[str]] = defaultdict(list)
     for worker, tiers in sorted(lanes.items()):
         for tier in tiers:
-            workers[tier].append(worker)
+            if tier not in FILLER_TIERS:
+                workers[tier].append(worker)
     return {tier: found for tier, found in workers.items() if len(found) > 1}
 
 
