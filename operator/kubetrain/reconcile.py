@@ -1,5 +1,6 @@
 """The operator process: kopf hosts it (command line, logging, the /healthz endpoint, signals, startup and cleanup);
-kubetrain.controller does the rest. kopf itself watches nothing: no kopf resource handlers, indices or finalizers.
+kubetrain.controller does the rest. kopf itself watches nothing (no kopf resource handlers, indices or finalizers),
+unless KUBETRAIN_WATCH=kopf: then its indices and event handlers are the watch layer (kubetrain.kopf_watches).
 
 /healthz (kopf's --liveness endpoint, with the probe handler below) answers 500 when one of the operator's loops (a
 watch, the leader election) has ended or is stuck, so that the liveness probe restarts it; otherwise 200, naming the
@@ -17,19 +18,25 @@ from typing import Any
 
 import kopf
 
+from kubetrain import kopf_watches
 from kubetrain import settings as settings_module
 from kubetrain.controller import Controller
 from kubetrain.kube import load_api_client
 
+# KUBETRAIN_WATCH=kopf: kopf's handlers must be registered before it starts, that is when it imports this module.
+_AT_IMPORT = settings_module.from_environment()
+KOPF_FIELDS = kopf_watches.register(_AT_IMPORT) if _AT_IMPORT.watch == "kopf" else []
+
 
 @kopf.on.startup()
-async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any) -> None:
     config = settings_module.from_environment()
     # kopf's own cluster scanning (namespaces, CRDs) serves handlers this operator does not have.
     settings.scanning.disabled = True
     threads = config.sync_threads + 2  # the passes, and the Lease's calls beside them
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=threads))
-    memo.controller = Controller(config, load_api_client)
+    listing = kopf_watches.IndexListing(kopf_watches.indices(KOPF_FIELDS, kwargs)) if KOPF_FIELDS else None
+    memo.controller = Controller(config, load_api_client, listing)
     memo.controller.start()
     if config.metrics_port:
         from kubetrain.metrics import serve_metrics

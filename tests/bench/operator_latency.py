@@ -317,22 +317,22 @@ def median_ratio(pairs: list[tuple[RoundResult, RoundResult]], metric: Callable[
 
 
 def ratio_rows(pairs: list[tuple[RoundResult, RoundResult]], tuned: bool) -> list[Row]:
-    """kubetrain / peer at one size, from rounds run side by side: below 1 is kubetrain ahead. Targets: no worse
-    than the tuned peer's p99 at 50+ jobs, 5x better than the shipped peer's at 10+; requests, CPU and memory within
-    1.5x of the tuned peer's at TARGET_JOBS."""
+    """kubetrain / peer at one size, from rounds run side by side (kubetrain with either watch layer first in each
+    pair): below 1 is kubetrain ahead. Targets: no worse than the tuned peer's p99 at 50+ jobs, 5x better than the
+    shipped peer's at 10+; requests, CPU and memory within 1.5x of the tuned peer's at TARGET_JOBS."""
     ours, peer = pairs[0]
     size = f"{ours.jobs} {'job' if ours.jobs == 1 else 'jobs'}"
     latency, detail = median_ratio(pairs, p99_children, " s")
     bound = 1.0 if tuned else 0.2
     scored = ours.jobs >= (50 if tuned else 10)  # at one job both answer in tens of milliseconds
-    found = [Row(SECTION, f"kubetrain / {peer.contender}: create -> all children p99, {size}", latency, "x",
+    found = [Row(SECTION, f"{ours.contender} / {peer.contender}: create -> all children p99, {size}", latency, "x",
                  target=f"<= {bound:g}" if scored else "", meets=latency <= bound if scored else None,
                  detail=detail)]
     if tuned:
         target = ours.jobs == TARGET_JOBS
         for what, metric in RATIOS.items():
             value, detail = median_ratio(pairs, metric)
-            found.append(Row(SECTION, f"kubetrain / {peer.contender}: {what}, {size}", value, "x",
+            found.append(Row(SECTION, f"{ours.contender} / {peer.contender}: {what}, {size}", value, "x",
                              target="<= 1.5" if target else "", meets=value <= 1.5 if target else None,
                              detail=detail))
     return found

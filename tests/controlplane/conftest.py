@@ -1,14 +1,15 @@
 """Fixtures for tests against the real control plane in tests/support/cluster.py; every test in this directory is marked
 `controlplane`.
 
-- `control_plane` (session): a started `cluster.ControlPlane` with fake nodes kwok-gpu-0 and kwok-gpu-1 (4
-  nvidia.com/gpu each). Use `.kubeconfig` / `.env()` for clients, `.kubectl(...)`, `.get(kind, name, namespace)`,
-  `.apply(manifest)`, `.set_pod_outcome(...)` to finish a running pod, `.add_node(...)` / `.delete_node(...)`.
-  Component logs are in `<workdir>/logs/`.
+- `control_plane` (package: the tier, stopped after its last test, so that it does not idle beside the next
+  tier): a started `cluster.ControlPlane` with fake nodes kwok-gpu-0 and kwok-gpu-1 (4 nvidia.com/gpu each). Use
+  `.kubeconfig` / `.env()` for clients, `.kubectl(...)`, `.get(kind, name, namespace)`, `.apply(manifest)`,
+  `.set_pod_outcome(...)` to finish a running pod, `.add_node(...)` / `.delete_node(...)`. Component logs are in
+  `<workdir>/logs/`.
 - `namespace` (function): the name of a fresh namespace whose `default` ServiceAccount exists; deleted afterwards.
 - `crd` (module): `control_plane` with the DistributedTraining CRD installed; `operator` (function): the operator
   watching `namespace`, its log printed when the test fails.
-- `gang_control_plane` (session, started only when a test asks for it): a second control plane whose fake nodes are
+- `gang_control_plane` (package, started only when a test asks for it): a second control plane whose fake nodes are
   GANG_NODES (kwok-gang-0..3, 2 nvidia.com/gpu each, 8 in all) and where two real gang schedulers run beside the
   default kube-scheduler (built by tests/controlplane/build-gang-schedulers.sh; names, labels and PodGroup builders in
   gang_schedulers.py): scheduler-plugins' Coscheduling answers pods with `schedulerName: scheduler-plugins-scheduler`
@@ -16,7 +17,7 @@
   `schedulerName: volcano` (gang: a `scheduling.volcano.sh/v1beta1` PodGroup in Queue `default`, annotation
   `scheduling.k8s.io/group-name`). Pods without a schedulerName go to the default kube-scheduler as usual.
 - `gang_namespace` (function): like `namespace`, in `gang_control_plane`.
-- `kueue_control_plane` (session, started only when a test asks for it): a third control plane whose fake nodes are
+- `kueue_control_plane` (package, started only when a test asks for it): a third control plane whose fake nodes are
   KUEUE_NODES (kwok-kueue-0 and kwok-kueue-1, 4 nvidia.com/gpu each) and where Kueue v0.10.0 runs with its plain-Pod
   integration (built by tests/controlplane/build-kueue.sh; labels, annotations and builders in kueue.py). No
   ClusterQueue or LocalQueue exists: a test creates its own. Pods with the label `kueue.x-k8s.io/queue-name` are gated
@@ -51,9 +52,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.controlplane)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    """The running control plane, shared by every test of the session and stopped at its end."""
+    """The running control plane, shared by every test of the tier and stopped after its last."""
     yield from session_plane(tmp_path_factory.mktemp("controlplane"), "the test control plane")
 
 
@@ -64,9 +65,10 @@ def namespace(control_plane: ControlPlane, request: pytest.FixtureRequest) -> It
         yield name
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def gang_control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    """A control plane with both gang schedulers beside the default one and 4 nodes x 2 GPUs; stopped at the end."""
+    """A control plane with both gang schedulers beside the default one and 4 nodes x 2 GPUs; stopped with the
+    tier."""
     yield from session_plane(tmp_path_factory.mktemp("gang-controlplane"), "the gang-scheduling control plane",
                              nodes=GANG_NODES, gang_schedulers=gang.GANG_SCHEDULERS)
 
@@ -78,9 +80,9 @@ def gang_namespace(gang_control_plane: ControlPlane, request: pytest.FixtureRequ
         yield name
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def kueue_control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    """A control plane with Kueue (Pod integration) and 2 nodes x 4 GPUs; stopped at the end of the session."""
+    """A control plane with Kueue (Pod integration) and 2 nodes x 4 GPUs; stopped with the tier."""
     yield from session_plane(tmp_path_factory.mktemp("kueue-controlplane"), "the Kueue control plane",
                              nodes=KUEUE_NODES, kueue=True)
 

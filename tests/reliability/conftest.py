@@ -2,8 +2,8 @@
 privilege. Every test here is marked `reliability`; those that need the control plane also `controlplane`.
 
 Fixtures:
-- `control_plane` (session): a control plane of this suite's own (tests/support/cluster.py), so that restarting
-  its API server or deleting its nodes never disturbs other tiers.
+- `control_plane` (package: stopped after the tier's last test): a control plane of this suite's own
+  (tests/support/cluster.py), so that restarting its API server or deleting its nodes never disturbs other tiers.
 - `crd`: the plane with the DistributedTraining CRD installed.
 - `namespace`: a fresh namespace, deleted afterwards.
 
@@ -35,12 +35,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.reliability)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     yield from session_plane(tmp_path_factory.mktemp("reliability-plane"), "the test control plane")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def crd(control_plane: ControlPlane) -> ControlPlane:
     install_crd(control_plane)
     return control_plane

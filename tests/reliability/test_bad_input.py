@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
-from bad_inputs import CORPUS, HOSTILE_COMMAND, HOSTILE_ENV, BadInput, valid_body
-from fault_harness import MeteredOperator, new_namespace
 
+from tests.reliability.bad_inputs import CORPUS, HOSTILE_COMMAND, HOSTILE_ENV, BadInput, valid_body
+from tests.reliability.fault_harness import MeteredOperator, new_namespace
 from tests.reliability.figures import FIGURES
 from tests.support.cluster import ControlPlane, KubectlError
 from tests.support.operator_harness import children, create, live_pods, wait_for_pods, wait_for_status

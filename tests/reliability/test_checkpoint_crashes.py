@@ -18,8 +18,8 @@ from pathlib import Path
 
 import h5py
 import numpy as np
-from fault_harness import python
 
+from tests.reliability.fault_harness import python
 from tests.reliability.figures import FIGURES
 from trainlib.checkpoints import CheckpointManager, state_digest
 

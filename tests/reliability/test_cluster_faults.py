@@ -13,9 +13,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from fault_harness import MeteredOperator, new_namespace, restart_apiserver
 
 from kubetrain.contract import LABEL_ATTEMPT
+from tests.reliability.fault_harness import MeteredOperator, new_namespace, restart_apiserver
 from tests.reliability.figures import FIGURES
 from tests.support.chart_operator import helm, install, start_operator
 from tests.support.cluster import ControlPlane, wait_until

@@ -13,9 +13,9 @@ import time
 from dataclasses import dataclass, field
 
 import pytest
-from fault_harness import ChildLedger, MeteredOperator, expected_children, is_live_pod, snapshot
 
 from kubetrain.contract import LABEL_ATTEMPT, LABEL_JOB, LABEL_ROLE, ROLE_LAUNCHER
+from tests.reliability.fault_harness import ChildLedger, MeteredOperator, expected_children, is_live_pod, snapshot
 from tests.reliability.figures import FIGURES
 from tests.support.cluster import ControlPlane
 from tests.support.job_events import job_events

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives import serialization
-from fault_harness import MeteredOperator, forbidden, kubectl_as, new_namespace
 
 from kubetrain.contract import GROUP, KIND, LABEL_ATTEMPT, LABEL_INDEX, LABEL_JOB, LABEL_ROLE, VERSION
+from tests.reliability.fault_harness import MeteredOperator, forbidden, kubectl_as, new_namespace
 from tests.reliability.figures import FIGURES
 from tests.support.chart import patch_status, progress_access, report_progress, token_kubeconfig
 from tests.support.cluster import ControlPlane, wait_until

@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from bad_inputs import CORPUS, HOSTILE_COMMAND, HOSTILE_ENV, BadInput, valid_body
 
 from kubetrain.api import SpecError, parse_job
 from kubetrain.validation import defaulted
+from tests.reliability.bad_inputs import CORPUS, HOSTILE_COMMAND, HOSTILE_ENV, BadInput, valid_body
 from tests.support.cluster import ControlPlane, KubectlError
 
 # Cases the schema cannot decide, and why: the operator fails them as InvalidSpec instead (test_bad_input).
