@@ -33,7 +33,7 @@ FILLER_TIERS = ("jobs",)
 FIGURES_KEY = "kubetrain_reliability_figures"
 LANE_KEY = "kubetrain_lane"
 
-LANES: dict[str, list[str]] = {}  # in the xdist controller: worker id -> the tiers it ran
+LANES: dict[str, dict[str, float]] = {}  # in the xdist controller: worker id -> seconds of each tier it ran
 SECONDS: dict[str, float] = defaultdict(float)  # tier -> seconds of its tests run or reported in this process
 SPLIT: dict[str, list[str]] = {}  # in the xdist controller: a tier that ran in more than one worker -> those workers
 
@@ -70,7 +70,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     fail the run when a tier was split between workers."""
     output: dict[str, Any] | None = getattr(session.config, "workeroutput", None)
     if output is not None:
-        output[LANE_KEY] = [os.environ.get("PYTEST_XDIST_WORKER", "worker"), sorted(SECONDS)]
+        output[LANE_KEY] = [os.environ.get("PYTEST_XDIST_WORKER", "worker"), dict(SECONDS)]
         if not FIGURES.empty():
             output[FIGURES_KEY] = FIGURES.as_dict()
         return
@@ -90,7 +90,7 @@ def pytest_testnodedown(node: Any, error: object | None) -> None:
         FIGURES.merge(output[FIGURES_KEY])
 
 
-def split_tiers(lanes: dict[str, list[str]]) -> dict[str, list[str]]:
+def split_tiers(lanes: dict[str, dict[str, float]]) -> dict[str, list[str]]:
     """Each tier but a filler that more than one worker ran, with those workers."""
     workers: dict[str, list[str]] = defaultdict(list)
     for worker, tiers in sorted(lanes.items()):
@@ -106,8 +106,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if SECONDS:
         terminalreporter.write_sep("=", "kubetrain tiers (minutes of their tests)")
         for worker, tiers in sorted(LANES.items()):
-            minutes = ", ".join(f"{tier} {SECONDS[tier] / 60:.1f}" for tier in tiers)
-            terminalreporter.write_line(f"{worker}: {minutes}; {sum(SECONDS[t] for t in tiers) / 60:.1f} in all")
+            minutes = ", ".join(f"{tier} {seconds / 60:.1f}" for tier, seconds in sorted(tiers.items()))
+            terminalreporter.write_line(f"{worker}: {minutes}; {sum(tiers.values()) / 60:.1f} in all")
         if not LANES:
             terminalreporter.write_line(", ".join(f"{tier} {seconds / 60:.1f}" for tier, seconds in SECONDS.items()))
         for tier, workers in SPLIT.items():
