@@ -3,7 +3,8 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 RUNS ?= runs/demo
-# The tiers after unit run in this many pytest-xdist workers, one whole tier per worker at a time (tests/conftest.py).
+# The tiers after unit run in this many pytest-xdist workers, one whole tier per worker at a time, then the jobs tier's
+# modules to whichever worker is free (tests/conftest.py).
 LANES ?= 2
 # The training programs: each package under jobs/ that ships a job.yaml (images/build.sh and tests find them so too).
 PROGRAMS := $(patsubst jobs/%/job.yaml,%,$(wildcard jobs/*/job.yaml))
