@@ -170,8 +170,10 @@ class OperatorBench:
             self.plane.add_node(f"kwok-gpu-{self.nodes}", gpus=self.gpus_per_node)
             self.nodes += 1
 
-    def round(self, contender: Contender, jobs: int, repeats: int, warm_up: bool = True) -> RoundResult:
-        """`warm_up` False: the jobs are created as soon as the operator serves, with nothing warm (a cold start)."""
+    def round(self, contender: Contender, jobs: int, repeats: int, warm_up: bool = True,
+              timeout: float | None = None) -> RoundResult:
+        """`warm_up` False: the jobs are created as soon as the operator serves, with nothing warm (a cold start).
+        `timeout`: seconds for every job to get its launcher (default 120 + 5 per job); then RuntimeError."""
         self._room_for(jobs)
         namespace = self._namespace(jobs)
         observer = Observer(self.make_client, namespace, contender.convention).start()
@@ -198,7 +200,7 @@ class OperatorBench:
                 started = time.monotonic()
                 submitted = dict(zip(names, pool.map(lambda n: _create(api, contender, namespace, n), names),
                                      strict=True))
-                _wait_launched(observer, names, operator, timeout=120 + 5 * jobs)
+                _wait_launched(observer, names, operator, timeout=timeout or 120 + 5 * jobs)
                 _wait_quiet(self.plane)
                 api_after = scrape_apiserver(self.plane)
                 operator_after = operator.metrics() if isinstance(operator, OperatorRun) else []
