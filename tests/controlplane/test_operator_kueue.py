@@ -145,7 +145,7 @@ def test_the_documented_kueue_objects_are_accepted_by_kueue(kueue_control_plane:
                                                             kueue_namespace: str) -> None:
     """The ResourceFlavor, ClusterQueue and LocalQueue of docs/kueue.md, as Kueue's CRDs and webhooks
     judge them (server-side dry run; the LocalQueue in the test's namespace)."""
-    from test_documented_yaml import documented
+    from tests.controlplane.test_documented_yaml import documented
 
     shown = [d.document for d in documented.other_kinds() if d.file == "docs/kueue.md"]
     assert sorted(doc["kind"] for doc in shown) == ["ClusterQueue", "LocalQueue", "ResourceFlavor"]
