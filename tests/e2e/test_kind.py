@@ -185,8 +185,8 @@ def test_elastic_and_its_tensorboard(jobs: Jobs, installed: KindCluster) -> None
     third worker join the running training, and one launcher pod does it all."""
     name = "cifar-mixup-elastic"
     # Long enough to scale: in CI (2026-11-28) the TensorBoard check and screenshots ran while epochs 2 to 13 trained,
-    # the loss came in epoch 14 and the third worker trained from epoch 16; 22 epochs leave 6 after that.
-    jobs.apply(with_tensorboard(elastic(cifar_mixup(name, 22), min_workers=1, max_workers=3)))
+    # the loss came in epoch 14 and the third worker trained from epoch 16.
+    jobs.apply(with_tensorboard(elastic(cifar_mixup(name, 26), min_workers=1, max_workers=3)))
     check_tensorboard(jobs, installed, name)
     epoch = delete_worker_after_an_epoch(jobs, name)
     replacement = worker_name(name, 1)
