@@ -23,14 +23,14 @@ from kubetrain import settings as settings_module
 from kubetrain.controller import Controller
 from kubetrain.kube import load_api_client
 
-# KUBETRAIN_WATCH=kopf: kopf's handlers must be registered before it starts, that is when it imports this module.
-_AT_IMPORT = settings_module.from_environment()
-KOPF_FIELDS = kopf_watches.register(_AT_IMPORT) if _AT_IMPORT.watch == "kopf" else []
+# Read once, when kopf imports this module: KUBETRAIN_WATCH=kopf's handlers must be registered before kopf starts.
+SETTINGS = settings_module.from_environment()
+KOPF_FIELDS = kopf_watches.register(SETTINGS) if SETTINGS.watch == "kopf" else []
 
 
 @kopf.on.startup()
 async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any) -> None:
-    config = settings_module.from_environment()
+    config = SETTINGS
     # kopf's own cluster scanning (namespaces, CRDs) serves handlers this operator does not have.
     settings.scanning.disabled = True
     threads = config.sync_threads + 2  # the passes, and the Lease's calls beside them

@@ -4,8 +4,6 @@ operator while its jobs run: its first passes, which follow kopf's indexing of e
 
 from __future__ import annotations
 
-import re
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -16,6 +14,7 @@ from tests.support.operator_harness import (
     children,
     create,
     live_pods,
+    operator_metrics,
     operator_watching,
     status,
     training,
@@ -33,13 +32,8 @@ def kopf_operator(crd: ControlPlane, namespace: str) -> Iterator[OperatorProcess
 
 def passes(operator: OperatorProcess) -> int:
     """The reconcile passes the running operator has made (its Prometheus metrics); 0 before it serves them."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{operator.env[METRICS_PORT_ENV]}/metrics", timeout=5) as answer:
-            text = answer.read().decode()
-    except OSError:
-        return 0
-    found = re.search(r"^kubetrain_reconcile_duration_seconds_count (\S+)$", text, re.MULTILINE)
-    return int(float(found.group(1))) if found else 0
+    samples = operator_metrics(int(operator.env[METRICS_PORT_ENV]))
+    return int(samples.get("kubetrain_reconcile_duration_seconds_count", 0))
 
 
 def test_a_job_under_kopfs_watches_runs_restarts_once_and_succeeds(

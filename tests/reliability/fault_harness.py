@@ -9,7 +9,6 @@ import re
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable
@@ -21,7 +20,7 @@ from kubetrain.children import WATCHED_KINDS
 from kubetrain.contract import LABEL_ATTEMPT, LABEL_JOB, LABEL_ROLE, ROLE_ATTEMPT_LOG
 from kubetrain.manifests.service import MANAGED_BY, MANAGED_BY_LABEL
 from tests.support.cluster import ControlPlane, Process, _spawn, free_port, wait_until
-from tests.support.operator_harness import REPO, OperatorProcess, operator_command, operator_log_dir
+from tests.support.operator_harness import REPO, OperatorProcess, operator_command, operator_log_dir, operator_metrics
 
 CHILD_KINDS = tuple(f"{child.plural}.{child.group}".rstrip(".") for child in WATCHED_KINDS)
 
@@ -59,17 +58,7 @@ class MeteredOperator(OperatorProcess):
 
     def metrics(self) -> dict[str, float]:
         """Every sample of /metrics as {'name{labels}': value}; empty while the endpoint is not up."""
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as response:
-                text = response.read().decode()
-        except OSError:
-            return {}
-        samples = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                key, _, value = line.rpartition(" ")
-                samples[key] = float(value)
-        return samples
+        return operator_metrics(self.metrics_port)
 
     def reconciles(self) -> int:
         """Reconcile passes since this process started (the count of kubetrain_reconcile_duration_seconds)."""

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -196,6 +197,21 @@ def posted(plane: ControlPlane, namespace: str, name: str, reason: str) -> list[
 def pause(seconds: float) -> None:
     """Let the operator act (used only to give a wrong behaviour the chance to show, never as a timing check)."""
     time.sleep(seconds)
+
+
+def operator_metrics(port: int) -> dict[str, float]:
+    """Every sample of the operator's /metrics on `port` as {'name{labels}': value}; empty while it is not up."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            text = response.read().decode()
+    except OSError:
+        return {}
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.rpartition(" ")
+            samples[key] = float(value)
+    return samples
 
 
 def operator_log_dir() -> Path:
