@@ -170,11 +170,9 @@ class Snapshot:
 
 
 class Listing(Protocol):
-    """Where the watched objects are (kubetrain.runtime.store.Store, or kopf's indices: kubetrain.kopf_watches)."""
+    """Where the watched objects are (kubetrain.runtime.store.Store)."""
 
     def of(self, field: str, job: JobKey) -> list[Obj]: ...
-
-    def jobs(self, field: str) -> list[JobKey]: ...
 
 
 def take_snapshot(key: JobKey, listing: Listing, written: Written, departed: Departed | None = None

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
-from kubetrain.cache import TRAININGS, WORKLOADS, Departed, Listing, Snapshot, Written, kept, take_snapshot
+from kubetrain.cache import TRAININGS, WORKLOADS, Departed, Snapshot, Written, kept, take_snapshot
 from kubetrain.children import WATCHED_KINDS
 from kubetrain.contract import GROUP, KIND, LABEL_JOB, PLURAL, VERSION, job_of_worker
 from kubetrain.kube import Kube
@@ -79,20 +79,16 @@ def jobs_of(field: str) -> Callable[[Obj], set[JobKey]]:
 
 
 class Controller:
-    def __init__(self, settings: Settings, connect: Callable[[int], client.ApiClient],
-                 listing: Listing | None = None) -> None:
-        """`connect(n)`: a client with up to n connections kept open (kubetrain.kube.load_api_client). `listing`:
-        where another watch layer keeps the watched objects (kubetrain.kopf_watches, which also calls `changed`);
-        none: the controller's own watches (kubetrain.runtime) and store."""
+    def __init__(self, settings: Settings, connect: Callable[[int], client.ApiClient]) -> None:
+        """`connect(n)`: a client with up to n connections kept open (kubetrain.kube.load_api_client)."""
         self.settings = settings
-        self.watched = [] if listing is not None else watched(settings)
+        self.watched = watched(settings)
         api_client = connect(settings.sync_threads * 3)  # passes and their parallel writes
         self.kube = Kube(api_client)
-        self.watches = connect(max(len(self.watched), 1))  # one long-lived stream per watch, apart from the writes
+        self.watches = connect(len(self.watched))  # one long-lived stream per watch, apart from the writes
         self.written = Written()
         self.departed = Departed()
         self.store = Store({field: jobs_of(field) for field in {field for field, _ in self.watched}})
-        self.listing: Listing = listing if listing is not None else self.store
         self.informers = Informers(self.store, self.changed, self._ready, self._refused)
         self._told: set[tuple[JobKey, str]] = set()  # (job, watch path): the job has an event on that refusal
         self._events = ThreadPoolExecutor(max_workers=1, thread_name_prefix="event")
@@ -149,7 +145,7 @@ class Controller:
         return self.elector is None or self.elector.leading()
 
     def read(self, key: JobKey) -> Snapshot | None:
-        return take_snapshot(key, self.listing, self.written, self.departed)
+        return take_snapshot(key, self.store, self.written, self.departed)
 
     def changed(self, field: str, kind: str, obj: Obj | None, jobs: set[JobKey]) -> None:
         """What a change means for the jobs it touched (on the event loop, after the store took it)."""
@@ -187,7 +183,7 @@ class Controller:
         """Every watch of `namespace` (None: of all namespaces) has listed: each of its jobs gets a pass."""
         log.info("watching %d kinds in %s: every job gets a pass", len({field for field, _ in self.watched}),
                  namespace or "all namespaces")
-        self._poke({job for job in self.listing.jobs(TRAININGS) if namespace is None or job[0] == namespace})
+        self._poke({job for job in self.store.jobs(TRAININGS) if namespace is None or job[0] == namespace})
 
     def _refused(self, field: str, resource: Resource, refusal: str | None) -> None:
         """A watch's list is refused (or no longer): the jobs it holds back get one Warning event each."""
@@ -231,7 +227,7 @@ class Controller:
                 log.exception("lease %s/%s: the round failed", elector.namespace, elector.name)
                 now_leading = elector.leading()
             if now_leading and not leading:
-                self._poke(set(self.listing.jobs(TRAININGS)))
+                self._poke(set(self.store.jobs(TRAININGS)))
             elif leading and not now_leading:
                 log.warning("lease %s/%s not renewed within %.0fs: no job is synced until it is",
                             elector.namespace, elector.name, elector.timing.renew_deadline_seconds)

@@ -1,6 +1,7 @@
 """The operator process: kopf hosts it (command line, logging, the /healthz endpoint, signals, startup and cleanup);
-kubetrain.controller does the rest. kopf itself watches nothing (no kopf resource handlers, indices or finalizers),
-unless KUBETRAIN_WATCH=kopf: then its indices and event handlers are the watch layer (kubetrain.kopf_watches).
+kubetrain.controller does the rest. kopf itself watches nothing: no kopf resource handlers, indices or finalizers
+(kopf's own watches were measured against kubetrain.runtime's and missed: docs/benchmarks.md, "Why kopf does not
+watch").
 
 /healthz (kopf's --liveness endpoint, with the probe handler below) answers 500 when one of the operator's loops (a
 watch, the leader election) has ended or is stuck, so that the liveness probe restarts it; otherwise 200, naming the
@@ -18,25 +19,22 @@ from typing import Any
 
 import kopf
 
-from kubetrain import kopf_watches
 from kubetrain import settings as settings_module
 from kubetrain.controller import Controller
 from kubetrain.kube import load_api_client
 
-# Read once, when kopf imports this module: KUBETRAIN_WATCH=kopf's handlers must be registered before kopf starts.
+# Read once, when kopf imports this module.
 SETTINGS = settings_module.from_environment()
-KOPF_FIELDS = kopf_watches.register(SETTINGS) if SETTINGS.watch == "kopf" else []
 
 
 @kopf.on.startup()
-async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any) -> None:
+async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     config = SETTINGS
     # kopf's own cluster scanning (namespaces, CRDs) serves handlers this operator does not have.
     settings.scanning.disabled = True
     threads = config.sync_threads + 2  # the passes, and the Lease's calls beside them
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=threads))
-    listing = kopf_watches.IndexListing(kopf_watches.indices(KOPF_FIELDS, kwargs)) if KOPF_FIELDS else None
-    memo.controller = Controller(config, load_api_client, listing)
+    memo.controller = Controller(config, load_api_client)
     memo.controller.start()
     if config.metrics_port:
         from kubetrain.metrics import serve_metrics

@@ -33,9 +33,6 @@ class Settings:
     # KUBETRAIN_KUEUE=true: watch Kueue's Workloads, so a job waiting for quota says what Kueue says (the chart's
     # kueue.enabled, which also grants reading them). Jobs with Kueue's label are queued either way.
     kueue: bool = False
-    # KUBETRAIN_WATCH: what lists and watches the objects: "runtime" (kubetrain.runtime's watches and store) or
-    # "kopf" (kopf's indices and event handlers: kubetrain.kopf_watches), side by side in the operator benchmark.
-    watch: str = "runtime"
 
 
 def from_environment(environ: dict[str, str] | None = None) -> Settings:
@@ -52,14 +49,4 @@ def from_environment(environ: dict[str, str] | None = None) -> Settings:
         entrypoints_image=env.get("KUBETRAIN_ENTRYPOINTS_IMAGE") or ENTRYPOINTS_IMAGE,
         namespaces=tuple(name.strip() for name in env.get("KUBETRAIN_NAMESPACES", "").split(",") if name.strip()),
         kueue=env.get("KUBETRAIN_KUEUE", "").lower() == "true",
-        watch=_one_of("KUBETRAIN_WATCH", env.get("KUBETRAIN_WATCH") or Settings.watch, WATCH_LAYERS),
     )
-
-
-WATCH_LAYERS = ("runtime", "kopf")
-
-
-def _one_of(name: str, value: str, allowed: tuple[str, ...]) -> str:
-    if value not in allowed:
-        raise ValueError(f"{name}={value!r}: use one of {', '.join(allowed)}")
-    return value

@@ -68,12 +68,10 @@ class Contender:
     missing: str = ""  # why it cannot run here, if it cannot
 
 
-def kubetrain(wrap: Callable[[list[str]], list[str]] | None = None, watch: str = "runtime") -> Contender:
-    """The operator as shipped; `wrap` runs it under something (a memory cgroup); `watch` "kopf": kopf's watches
-    (KUBETRAIN_WATCH) instead of kubetrain.runtime's."""
-    name = "kubetrain" if watch == "runtime" else f"kubetrain, {watch} watches"
-    return Contender(name, KUBETRAIN, ("kubetrain.dev", "v1alpha1", "distributedtrainings"), training,
-                     lambda plane, kubeconfig, ns, log: OperatorRun(plane, kubeconfig, ns, log, wrap, watch))
+def kubetrain(wrap: Callable[[list[str]], list[str]] | None = None) -> Contender:
+    """The operator as shipped; `wrap` runs it under something (a memory cgroup)."""
+    return Contender("kubetrain", KUBETRAIN, ("kubetrain.dev", "v1alpha1", "distributedtrainings"), training,
+                     lambda plane, kubeconfig, ns, log: OperatorRun(plane, kubeconfig, ns, log, wrap))
 
 
 def peer(tuned: bool) -> Contender:

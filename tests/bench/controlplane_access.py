@@ -80,12 +80,11 @@ class OperatorRun:
     Prometheus metrics on a free port."""
 
     def __init__(self, plane: ControlPlane, kubeconfig: Path, namespace: str, log: Path,
-                 wrap: Callable[[list[str]], list[str]] | None = None, watch: str = "runtime") -> None:
-        """`wrap`: runs the command under something (a memory cgroup) that then execs it, keeping its pid. `watch`:
-        KUBETRAIN_WATCH."""
+                 wrap: Callable[[list[str]], list[str]] | None = None) -> None:
+        """`wrap`: runs the command under something (a memory cgroup) that then execs it, keeping its pid."""
         port = free_port()
         self.metrics_url = f"http://127.0.0.1:{port}/metrics"
-        command, scope = operator_command(namespace, watch=watch)
+        command, scope = operator_command(namespace)
         env = {**plane.env(), "KUBECONFIG": str(kubeconfig), "KUBETRAIN_METRICS_PORT": str(port),
                "PYTHONUNBUFFERED": "1", **scope}
         self.log = log

@@ -7,8 +7,9 @@ Per round (one contender, N jobs): a fresh namespace on the shared control plane
 it, one warm-up job run to its launcher (imports, connections and watches are then warm), then `repeats` times: N
 creates from N threads at once, wait until every job has its launcher and the operator's API requests have stopped
 for 2 s (the follow-up passes count too), scrape the API server's metrics. Contenders take turns at each size; at
-TARGET_JOBS kubetrain and the tuned peer take PAIRS turns each, and each ratio is the median of the pairs' ratios (a
-peer's CPU per job varies by a third between rounds on this machine).
+every size from P99_SCORED_JOBS to TARGET_JOBS kubetrain and the tuned peer take PAIRS turns each, and each ratio is
+the median of the pairs' ratios (a peer's CPU per job varies by a third between rounds on this machine; one pair's p99
+ratio at 50 jobs was 0.67, 1.03 and 1.47 in three runs).
 """
 
 from __future__ import annotations
@@ -170,10 +171,8 @@ class OperatorBench:
             self.plane.add_node(f"kwok-gpu-{self.nodes}", gpus=self.gpus_per_node)
             self.nodes += 1
 
-    def round(self, contender: Contender, jobs: int, repeats: int, warm_up: bool = True,
-              timeout: float | None = None) -> RoundResult:
-        """`warm_up` False: the jobs are created as soon as the operator serves, with nothing warm (a cold start).
-        `timeout`: seconds for every job to get its launcher (default 120 + 5 per job); then RuntimeError."""
+    def round(self, contender: Contender, jobs: int, repeats: int, warm_up: bool = True) -> RoundResult:
+        """`warm_up` False: the jobs are created as soon as the operator serves, with nothing warm (a cold start)."""
         self._room_for(jobs)
         namespace = self._namespace(jobs)
         observer = Observer(self.make_client, namespace, contender.convention).start()
@@ -200,7 +199,7 @@ class OperatorBench:
                 started = time.monotonic()
                 submitted = dict(zip(names, pool.map(lambda n: _create(api, contender, namespace, n), names),
                                      strict=True))
-                _wait_launched(observer, names, operator, timeout=timeout or 120 + 5 * jobs)
+                _wait_launched(observer, names, operator, timeout=120 + 5 * jobs)
                 _wait_quiet(self.plane)
                 api_after = scrape_apiserver(self.plane)
                 operator_after = operator.metrics() if isinstance(operator, OperatorRun) else []
@@ -319,22 +318,22 @@ def median_ratio(pairs: list[tuple[RoundResult, RoundResult]], metric: Callable[
 
 
 def ratio_rows(pairs: list[tuple[RoundResult, RoundResult]], tuned: bool) -> list[Row]:
-    """kubetrain / peer at one size, from rounds run side by side (kubetrain with either watch layer first in each
-    pair): below 1 is kubetrain ahead. Targets: no worse than the tuned peer's p99 at 50+ jobs, 5x better than the
-    shipped peer's at 10+; requests, CPU and memory within 1.5x of the tuned peer's at TARGET_JOBS."""
+    """kubetrain / peer at one size, from rounds run side by side: below 1 is kubetrain ahead. Targets: no worse
+    than the tuned peer's p99 at 50+ jobs, 5x better than the shipped peer's at 10+; requests, CPU and memory within
+    1.5x of the tuned peer's at TARGET_JOBS."""
     ours, peer = pairs[0]
     size = f"{ours.jobs} {'job' if ours.jobs == 1 else 'jobs'}"
     latency, detail = median_ratio(pairs, p99_children, " s")
     bound = 1.0 if tuned else 0.2
-    scored = ours.jobs >= (50 if tuned else 10)  # at one job both answer in tens of milliseconds
-    found = [Row(SECTION, f"{ours.contender} / {peer.contender}: create -> all children p99, {size}", latency, "x",
+    scored = ours.jobs >= (P99_SCORED_JOBS if tuned else 10)  # at one job both answer in tens of milliseconds
+    found = [Row(SECTION, f"kubetrain / {peer.contender}: create -> all children p99, {size}", latency, "x",
                  target=f"<= {bound:g}" if scored else "", meets=latency <= bound if scored else None,
                  detail=detail)]
     if tuned:
         target = ours.jobs == TARGET_JOBS
         for what, metric in RATIOS.items():
             value, detail = median_ratio(pairs, metric)
-            found.append(Row(SECTION, f"{ours.contender} / {peer.contender}: {what}, {size}", value, "x",
+            found.append(Row(SECTION, f"kubetrain / {peer.contender}: {what}, {size}", value, "x",
                              target="<= 1.5" if target else "", meets=value <= 1.5 if target else None,
                              detail=detail))
     return found
@@ -360,6 +359,7 @@ def floor_rows(ours: RoundResult, peer: RoundResult, ours_floor: list[float], pe
 
 SHIPPED_PEER_MAX_JOBS = 500  # at 500 jobs the shipped peer took 10 minutes to its p99; 2,000 would take hours here
 TARGET_JOBS, PAIRS = 500, 3  # the size the 1.5x targets are judged at, and the side-by-side pairs run there
+P99_SCORED_JOBS = 50  # from this size on the p99 is judged against the tuned peer's (pairs up to TARGET_JOBS)
 COLD_JOBS = 50  # jobs created at once right after an operator starts (the largest run size up to this)
 
 
@@ -386,7 +386,7 @@ def measure(workdir: Path, job_counts: list[int], repeats_for_one: int, nodes: i
                 found.append(Row(SECTION, f"{contenders[1].name}: not measured at {jobs} jobs", float("nan"), "",
                                  detail=f"its p99 at 500 jobs was about 10 minutes; {jobs} would take hours here"))
             results: dict[str, list[RoundResult]] = {}
-            for turn in range(PAIRS if jobs == TARGET_JOBS else 1):
+            for turn in range(PAIRS if P99_SCORED_JOBS <= jobs <= TARGET_JOBS else 1):
                 for contender in runs if turn == 0 else [contenders[0], contenders[2]]:
                     result = bench.round(contender, jobs, repeats_for_one if jobs == 1 else 1)
                     results.setdefault(contender.name, []).append(result)

@@ -32,7 +32,7 @@ from .horovod_overhead import FusionSetting, Throughput
 from .report import Row, format_text, write_results
 
 RESULTS = Path(__file__).resolve().parent / "results"
-BENCHMARKS = ("horovod", "peak", "input", "callbacks", "memory", "elastic", "operator", "watch", "hostcheck")
+BENCHMARKS = ("horovod", "peak", "input", "callbacks", "memory", "elastic", "operator", "hostcheck")
 MIB = 2**20
 
 
@@ -44,7 +44,6 @@ class Sizes:
     operator_single_repeats: int
     operator_nodes: int
     operator_limit_jobs: int  # kubetrain's jobs at once under the chart's default memory limit
-    watch_jobs: tuple[int, ...]  # the sizes the two watch layers run at, beside the tuned peer
     horovod_rounds: int
     horovod_steps: int
     horovod_windows: int
@@ -78,7 +77,6 @@ class Sizes:
 
 SIZES = {
     "small": Sizes(operator_jobs=(1, 5), operator_single_repeats=1, operator_nodes=2, operator_limit_jobs=5,
-                   watch_jobs=(5,),
                    horovod_rounds=1, horovod_steps=12, horovod_windows=3, horovod_warmup=3,
                    fusion_settings=(FusionSetting(64 * MIB, 1.0),),
                    feed_rows=4096, feed_steps=20, feed_repeats=2, read_rows=12_000, read_repeats=2,
@@ -86,10 +84,8 @@ SIZES = {
                    callback_steps_per_epoch=5, callback_epochs=2, callback_repeats=1,
                    elastic_rows=4800, elastic_epochs=2, elastic_kill_fraction=0.9, elastic_rounds=1,
                    hostcheck_hosts=40,
-                   benchmarks=tuple(name for name in BENCHMARKS if name not in ("elastic", "watch")),
-                   shipped_peer=False),
+                   benchmarks=tuple(name for name in BENCHMARKS if name != "elastic"), shipped_peer=False),
     "medium": Sizes(operator_jobs=(1, 5), operator_single_repeats=2, operator_nodes=2, operator_limit_jobs=5,
-                    watch_jobs=(5, 50),
                     horovod_rounds=2, horovod_steps=40, horovod_windows=4, horovod_warmup=8,
                     fusion_settings=(FusionSetting(64 * MIB, 1.0), FusionSetting(64 * MIB, 20.0)),
                     feed_rows=16_384, feed_steps=30, feed_repeats=3, read_rows=50_000, read_repeats=2,
@@ -98,7 +94,7 @@ SIZES = {
                     elastic_rows=6400, elastic_epochs=3, elastic_kill_fraction=0.75, elastic_rounds=2,
                     hostcheck_hosts=100),
     "full": Sizes(operator_jobs=(1, 10, 50, 500, 2000), operator_single_repeats=5, operator_nodes=16,
-                  operator_limit_jobs=1000, watch_jobs=(50, 500, 2000),
+                  operator_limit_jobs=1000,
                   horovod_rounds=3, horovod_steps=60, horovod_windows=6, horovod_warmup=10,
                   fusion_settings=(FusionSetting(64 * MIB, 1.0), FusionSetting(64 * MIB, 5.0),
                                    FusionSetting(64 * MIB, 20.0), FusionSetting(1 * MIB, 1.0)),
@@ -185,12 +181,6 @@ def run_benchmarks(selected: Sequence[str], sizes: Sizes, workdir: Path,
                                         sizes.operator_single_repeats, sizes.operator_nodes, sizes.gpus_per_node,
                                         sizes.operator_limit_jobs, sizes.shipped_peer)
 
-    def watch() -> list[Row]:
-        from . import watch_layers  # as operator
-
-        return watch_layers.measure(workdir / "watch", list(sizes.watch_jobs), sizes.operator_nodes,
-                                    sizes.gpus_per_node)
-
     steps: dict[str, Callable[[], list[Row]]] = {
         "horovod": horovod, "peak": peak, "input": input_rows,
         "callbacks": lambda: callbacks.measure(workdir, sizes.callback_steps_per_epoch, sizes.callback_epochs,
@@ -199,7 +189,6 @@ def run_benchmarks(selected: Sequence[str], sizes: Sizes, workdir: Path,
         "elastic": lambda: elastic_recovery.measure(workdir, sizes.elastic_rows, sizes.elastic_epochs,
                                                     sizes.elastic_kill_fraction, sizes.elastic_rounds),
         "operator": operator,
-        "watch": watch,
         "hostcheck": lambda: host_check.measure(workdir, sizes.hostcheck_hosts),
     }
     for name in BENCHMARKS:

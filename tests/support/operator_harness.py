@@ -22,14 +22,8 @@ REPO = Path(__file__).resolve().parents[2]
 CRD = REPO / "charts" / "kubetrain" / "crds" / "distributedtrainings.kubetrain.dev.yaml"
 
 
-def operator_command(namespace: str, python: str = sys.executable, watch: str = "runtime"
-                     ) -> tuple[list[str], dict[str, str]]:
-    """The operator as the chart runs it, for one namespace: its command line and the environment it adds. With
-    `watch` "kopf", kopf's watches serve the namespace (kubetrain.kopf_watches: its --namespace, not
-    KUBETRAIN_NAMESPACES)."""
-    if watch == "kopf":
-        return ([python, "-m", "kopf", "run", "--standalone", "--namespace", namespace, "-m", "kubetrain.reconcile"],
-                {"KUBETRAIN_WATCH": "kopf"})
+def operator_command(namespace: str, python: str = sys.executable) -> tuple[list[str], dict[str, str]]:
+    """The operator as the chart runs it, for one namespace: its command line and the environment it adds."""
     return ([python, "-m", "kopf", "run", "--standalone", "--all-namespaces", "-m", "kubetrain.reconcile"],
             {"KUBETRAIN_NAMESPACES": namespace})
 
@@ -60,7 +54,7 @@ class OperatorProcess:
         self.starts = 0
 
     def start(self) -> OperatorProcess:
-        command, scope = operator_command(self.namespace, watch=self.env.get("KUBETRAIN_WATCH", "runtime"))
+        command, scope = operator_command(self.namespace)
         env = {**self.plane.env(), "PYTHONUNBUFFERED": "1", **scope, **self.env}
         log = self.log_path.open("ab")
         log.write(f"--- operator start {self.starts + 1} ---\n".encode())
