@@ -4,8 +4,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 RUNS ?= runs/demo
 # The tiers after unit run in this many pytest-xdist workers, one whole tier per worker at a time, then the jobs tier's
-# modules to whichever worker is free (tests/conftest.py).
-LANES ?= 2
+# modules to whichever worker is free (tests/conftest.py). Three on 2 cores: many tests wait on timers, pods and
+# containers, and with two the cores were idle a fifth of the time (docs/development.md).
+LANES ?= 3
 # The training programs: each package under jobs/ that ships a job.yaml (images/build.sh and tests find them so too).
 PROGRAMS := $(patsubst jobs/%/job.yaml,%,$(wildcard jobs/*/job.yaml))
 # Each run's per-test times (JUnit XML) and the CPU's use during the tiers (vmstat every 10 s), kept on the machine with
@@ -27,9 +28,10 @@ images: setup
 
 # The Go builds (control plane, gang schedulers, Kueue, mpi-operator) need nothing but Go, so they start at once, in
 # the background, beside lint, the unit tier and the images, whose downloads and copies leave the cores idle on a new
-# machine (a second run finds them all built). Cheapest first in the foreground: lint, then the unit tier (a broken
-# unit test fails the run before the images), then the images; then the builds that need both (the own-image test
-# images, the kind node image), then the other tiers, LANES at a time (the slowest tests listed at the end).
+# machine (a second run finds them all built). Cheapest first in the foreground: lint beside the unit tier (mostly one
+# process each; a broken unit test or lint fails the run before the images), then the images; then the builds that
+# need both (the own-image test images, the kind node image), then the other tiers, LANES at a time (the slowest
+# tests listed at the end).
 GO_BUILDS := tests/controlplane/build.sh tests/controlplane/build-gang-schedulers.sh tests/controlplane/build-kueue.sh \
   tests/bench/peer/build.sh
 test:
@@ -38,7 +40,8 @@ test:
 	log=$(REPORTS)/$(RUN_ID)-go-builds.log; \
 	echo "Go builds in the background: $$log"; \
 	setsid bash -c 'for build in "$$@"; do "$$build" || exit; done' go-builds $(GO_BUILDS) >$$log 2>&1 & builds=$$!; \
-	if ! $(MAKE) --no-print-directory RUN_ID=$(RUN_ID) lint unit images; then kill -- -$$builds 2>/dev/null; kill $$vmstat; exit 1; fi; \
+	if ! { $(MAKE) --no-print-directory --jobs=2 --output-sync=target RUN_ID=$(RUN_ID) lint unit && \
+	      images/build.sh; }; then kill -- -$$builds 2>/dev/null; kill $$vmstat; exit 1; fi; \
 	wait $$builds; status=$$?; cat $$log; \
 	[ $$status = 0 ] && tests/images/byo/build.sh && tests/e2e/kind-node/build.sh || { kill $$vmstat; exit 1; }; \
 	$(PY) -m pytest -q tests --ignore=tests/unit -p no:cacheprovider --durations=25 \
