@@ -132,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.jobs.soak", description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=50, help="cycles per case (default: 50)")
     parser.add_argument("--cases", default="", help="only the cases whose name contains one of these (comma-separated)")
-    parser.add_argument("--parallel", type=int, default=2, help="cases run at once (default: 2, as the tiers' lanes)")
+    parser.add_argument("--parallel", type=int, default=2, help="cases run at once (default: 2)")
     parser.add_argument("--timeout", type=int, default=300, help="seconds each run may take (default: 300)")
     parser.add_argument("--report", type=Path, help="also write the table to this Markdown file")
     args = parser.parse_args(argv)
