@@ -26,7 +26,7 @@ from tests.reliability.figures import FIGURES, RESULTS
 
 TESTS = Path(__file__).resolve().parent
 # Longest first (minutes in the warm 3-lane run of 2026-11-29: jobs 17.3, controlplane 14.4, e2e 13.7, images 12.4,
-# reliability 7.4, bench 5.0, launch 3.3, docs 1.7); a tier not listed runs last. The first three start together.
+# reliability 7.4, bench 5.0, launch 3.3, docs 1.7); a tier not listed runs last.
 TIER_ORDER = ("jobs", "e2e", "controlplane", "images", "reliability", "bench", "launch", "docs", "unit")
 # The jobs tier's modules each train on their own (their data sets are a few seconds to write).
 FILLER_TIERS = ("jobs",)
