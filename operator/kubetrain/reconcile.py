@@ -23,13 +23,10 @@ from kubetrain import settings as settings_module
 from kubetrain.controller import Controller
 from kubetrain.kube import load_api_client
 
-# Read once, when kopf imports this module.
-SETTINGS = settings_module.from_environment()
-
 
 @kopf.on.startup()
 async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
-    config = SETTINGS
+    config = settings_module.from_environment()
     # kopf's own cluster scanning (namespaces, CRDs) serves handlers this operator does not have.
     settings.scanning.disabled = True
     threads = config.sync_threads + 2  # the passes, and the Lease's calls beside them
