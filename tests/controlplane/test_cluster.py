@@ -184,6 +184,24 @@ def test_deleted_pod_goes_away(control_plane: ControlPlane, namespace: str) -> N
     assert not control_plane.kubectl("get", "pods", "--namespace", namespace, "--output=name").strip()
 
 
+def test_kwok_finishes_only_the_deletion_of_a_terminating_pod(control_plane: ControlPlane, namespace: str) -> None:
+    """kwok's last DELETE of a pod is by name; the guard (kwok-guard.yaml) keeps it off a pod that is not terminating,
+    as the kubelet's uid precondition keeps it off a new pod of the same name."""
+    as_kwok = f"--kubeconfig={control_plane.kwok_kubeconfig}"  # the last --kubeconfig wins
+    create(control_plane, namespace, pod_manifest("worker-0"))
+    wait_for_pod(control_plane, namespace, "worker-0", "Running")
+
+    with pytest.raises(KubectlError, match="kwok may delete only terminating pods"):
+        control_plane.kubectl(as_kwok, "delete", "pod", "worker-0", "--namespace", namespace, "--grace-period=0",
+                              "--force")
+    assert control_plane.get("pod", "worker-0", namespace)["status"]["phase"] == "Running"
+
+    control_plane.hold_deletion(namespace, "worker-0")
+    control_plane.kubectl("delete", "pod", "worker-0", "--namespace", namespace, "--wait=false")
+    control_plane.kubectl(as_kwok, "delete", "pod", "worker-0", "--namespace", namespace, "--grace-period=0", "--force")
+    assert not control_plane.kubectl("get", "pods", "--namespace", namespace, "--output=name").strip()
+
+
 def test_deleting_an_owner_garbage_collects_its_children(control_plane: ControlPlane, namespace: str) -> None:
     control_plane.kubectl("create", "configmap", "owner", "--namespace", namespace)
     owner = control_plane.get("configmap", "owner", namespace)

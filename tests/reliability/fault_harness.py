@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections import defaultdict
@@ -15,6 +16,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from kubernetes import client, watch
+from kubernetes import config as kube_config
 
 from kubetrain.children import WATCHED_KINDS
 from kubetrain.contract import LABEL_ATTEMPT, LABEL_JOB, LABEL_ROLE, ROLE_ATTEMPT_LOG
@@ -114,6 +118,57 @@ def is_live_pod(pod: dict[str, Any]) -> bool:
             and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
 
 
+class PodsMade:
+    """Every pod of the namespace's jobs as the API server announced its creation (a watch, resumed where it ended):
+    a pod deleted and made again between two snapshots is still seen twice."""
+
+    def __init__(self, plane: ControlPlane, namespace: str) -> None:
+        self._core = client.CoreV1Api(kube_config.new_client_from_config(str(plane.kubeconfig)))
+        self._namespace = namespace
+        self._made: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._listed = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name=f"pods made in {namespace}", daemon=True)
+
+    def start(self) -> PodsMade:
+        self._thread.start()
+        assert self._listed.wait(60), "the watch of pods did not start"
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def drain(self) -> list[dict[str, Any]]:
+        """The pods made since the last drain, each as first announced."""
+        with self._lock:
+            made, self._made = self._made, []
+        return made
+
+    def _version(self) -> str:
+        return str(self._core.list_namespaced_pod(self._namespace, label_selector=LABEL_JOB).metadata.resource_version)
+
+    def _watch(self) -> None:
+        version = self._version()
+        self._listed.set()
+        while not self._stop.is_set():
+            try:
+                for event in watch.Watch().stream(self._core.list_namespaced_pod, self._namespace,
+                                                  label_selector=LABEL_JOB, resource_version=version,
+                                                  timeout_seconds=30):
+                    pod = event["raw_object"]
+                    version = pod["metadata"]["resourceVersion"]
+                    if event["type"] == "ADDED":
+                        with self._lock:
+                            self._made.append({**pod, "kind": "Pod"})
+            except client.ApiException as error:
+                if error.status != 410:
+                    raise
+                version = self._version()  # too old to resume: what was made meanwhile is not seen
+            except Exception:  # a dropped connection: resume from the last version seen
+                time.sleep(0.5)
+
+
 @dataclass
 class ChildLedger:
     """Every child ever seen, by identity. A child re-made where the existing one should have been kept is a
@@ -181,6 +236,22 @@ class ChildLedger:
         self.duplicates += duplicates
         self.orphans += orphans
         return duplicates, orphans
+
+    def made(self, pods: Iterable[dict[str, Any]], trainings: dict[str, str]) -> list[str]:
+        """Account pods as their creation was announced (PodsMade), between snapshots too; `trainings`: each job's
+        uid by name. Returns the duplicates found."""
+        duplicates = []
+        for pod in pods:
+            meta = pod["metadata"]
+            job = meta["labels"][LABEL_JOB]
+            attempt = meta["labels"].get(LABEL_ATTEMPT, "")
+            key = (trainings.get(job) or job, "Pod", meta["name"], attempt)
+            self.uids[key].add(meta["uid"])
+            if len(self.uids[key]) > 1 and meta["uid"] not in self._flagged:
+                self._flagged.add(meta["uid"])
+                duplicates.append(f"Pod {meta['name']} attempt {attempt or '-'} re-created (uid {meta['uid']})")
+        self.duplicates += duplicates
+        return duplicates
 
     def pending_orphans(self) -> int:
         """Children seen without their owner that have not yet been collected (must be 0 at rest)."""

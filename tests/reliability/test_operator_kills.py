@@ -1,5 +1,6 @@
 """kill -9 of the operator at random points while 20 jobs are created, run and finish (kwok plays the pods): no child
-is ever made twice or left without its owner, and every job ends in the phase its launchers' outcomes call for.
+is ever made twice or left without its owner, and every job ends in the phase its launchers' outcomes call for. Pods
+are counted as the API server announces them, so one deleted and made again between two snapshots counts twice.
 
 The random seed is printed; set KUBETRAIN_FAULT_SEED to replay a run, KUBETRAIN_KILL_JOBS=200 for a bigger storm.
 """
@@ -15,7 +16,14 @@ from dataclasses import dataclass, field
 import pytest
 
 from kubetrain.contract import LABEL_ATTEMPT, LABEL_JOB, LABEL_ROLE, ROLE_LAUNCHER
-from tests.reliability.fault_harness import ChildLedger, MeteredOperator, expected_children, is_live_pod, snapshot
+from tests.reliability.fault_harness import (
+    ChildLedger,
+    MeteredOperator,
+    PodsMade,
+    expected_children,
+    is_live_pod,
+    snapshot,
+)
 from tests.reliability.figures import FIGURES
 from tests.support.cluster import ControlPlane
 from tests.support.job_events import job_events
@@ -63,6 +71,11 @@ def drive_launchers(plane: ControlPlane, namespace: str, items: list[dict], jobs
         script.given.add(pod["metadata"]["uid"])
 
 
+def uids(items: list[dict]) -> dict[str, str]:
+    """Each DistributedTraining's uid by name, in a snapshot."""
+    return {o["metadata"]["name"]: o["metadata"]["uid"] for o in items if o["kind"] == "DistributedTraining"}
+
+
 def test_operator_killed_at_random_points_leaves_exactly_one_set_of_children(
         crd: ControlPlane, namespace: str) -> None:
     seed = int(os.environ.get("KUBETRAIN_FAULT_SEED", random.randrange(1 << 30)))
@@ -71,6 +84,7 @@ def test_operator_killed_at_random_points_leaves_exactly_one_set_of_children(
     jobs = {script.name: script for script in scripts()}
     pending = list(jobs.values())
     ledger = ChildLedger()
+    made = PodsMade(crd, namespace).start()
     operator = MeteredOperator(crd, namespace).start()
     kills, snapshots = 0, 0
     next_kill = time.monotonic() + rng.uniform(1.0, 4.0)
@@ -87,6 +101,7 @@ def test_operator_killed_at_random_points_leaves_exactly_one_set_of_children(
             items = snapshot(crd, namespace)
             snapshots += 1
             duplicates, orphans = ledger.observe(items)
+            duplicates += ledger.made(made.drain(), uids(items))
             assert not duplicates and not orphans, (duplicates, orphans, operator.log_tail())
             drive_launchers(crd, namespace, items, jobs)
             phases = {o["metadata"]["name"]: (o.get("status") or {}).get("phase") for o in items
@@ -97,6 +112,7 @@ def test_operator_killed_at_random_points_leaves_exactly_one_set_of_children(
                 kills += 1
                 after_kill = snapshot(crd, namespace)  # the world the next operator finds
                 duplicates, orphans = ledger.observe(after_kill)
+                duplicates += ledger.made(made.drain(), uids(after_kill))
                 FIGURES.fault(f"operator SIGKILL ({JOBS} jobs in flight)", not duplicates and not orphans,
                               f"kill {kills}: {duplicates + orphans}")
                 operator.start()
@@ -111,6 +127,7 @@ def test_operator_killed_at_random_points_leaves_exactly_one_set_of_children(
         time.sleep(5.0)
         items = snapshot(crd, namespace)
         duplicates, orphans = ledger.observe(items)
+        duplicates += ledger.made(made.drain(), uids(items))
         trainings = {o["metadata"]["name"]: o for o in items if o["kind"] == "DistributedTraining"}
         problems = []
         for name, script in jobs.items():
@@ -136,4 +153,5 @@ def test_operator_killed_at_random_points_leaves_exactly_one_set_of_children(
         FIGURES.count("duplicate children", len(ledger.duplicates))
         FIGURES.count("orphaned children", len(ledger.orphans))
         operator.stop()
+        made.stop()
         print(f"{kills} kills, {snapshots} snapshots; operator log {operator.log_path}")

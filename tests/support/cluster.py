@@ -4,7 +4,8 @@
 admission), kube-controller-manager, kube-scheduler and kwok from the binaries tests/controlplane/build.sh builds,
 then registers fake GPU nodes. kwok plays the pod lifecycles in kwok-stages.yaml: a scheduled pod becomes Running and
 Ready and stays so until the test decides its outcome with `set_pod_outcome`; an image under `unpullable.invalid/`
-never pulls (container waiting with ErrImagePull); deleted pods go away.
+never pulls (container waiting with ErrImagePull); deleted pods go away, and kwok-guard.yaml keeps kwok's last DELETE
+of a pod from reaching a new pod of the same name (the kubelet's delete is conditional on the pod's uid; kwok's is not).
 
     plane = ControlPlane.start(tmp_path)
     try:
@@ -49,6 +50,8 @@ import tests.support.kueue_harness as kueue
 HERE = Path(__file__).resolve().parents[1] / "controlplane"  # its build scripts and kwok stages
 BUILD_SCRIPT = HERE / "build.sh"
 STAGES_FILE = HERE / "kwok-stages.yaml"
+KWOK_GUARD_FILE = HERE / "kwok-guard.yaml"  # kwok may delete only terminating pods (why: in the file)
+KWOK_USER = "kwok"  # kwok's own identity, which that guard names
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 
 # Mirrored in kwok-stages.yaml.
@@ -147,6 +150,7 @@ class Pki:
     admin: Credential
     controller_manager: Credential
     scheduler: Credential
+    kwok: Credential
     front_proxy: Credential
     service_account_key: Path
     service_account_pub: Path
@@ -226,6 +230,7 @@ def write_pki(directory: Path) -> Pki:
         admin=issue("admin", _name("kubetrain-admin", "system:masters"), client=True),
         controller_manager=issue("controller-manager", _name("system:kube-controller-manager"), client=True),
         scheduler=issue("scheduler", _name("system:kube-scheduler"), client=True),
+        kwok=issue("kwok", _name(KWOK_USER, "system:masters"), client=True),
         front_proxy=issue("front-proxy-client", _name(FRONT_PROXY_NAME), client=True),
         service_account_key=_write(directory / "sa.key", service_account_key.private_bytes(
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())),
@@ -386,6 +391,7 @@ class ControlPlane:
         self.kubectl_path = kubectl
         self.logs = workdir / "logs"
         self.kubeconfig = workdir / "admin.kubeconfig"
+        self.kwok_kubeconfig = workdir / "kwok.kubeconfig"  # kwok's own user (KWOK_USER), which kwok-guard.yaml names
         self.server = ""
         self.nodes: list[str] = []
         self.processes: list[Process] = []
@@ -441,11 +447,13 @@ class ControlPlane:
             ("kubetrain-admin", pki.admin, self.kubeconfig),
             ("system:kube-controller-manager", pki.controller_manager, self.workdir / "controller-manager.kubeconfig"),
             ("system:kube-scheduler", pki.scheduler, self.workdir / "scheduler.kubeconfig"),
+            (KWOK_USER, pki.kwok, self.kwok_kubeconfig),
         ):
             _write(path, yaml.safe_dump(kubeconfig(self.server, pki.ca.cert, user, credential)).encode())
         self._start_apiserver(pki, etcd_url, port)
         self._start_controller_manager(pki)
         self._start_scheduler()
+        self.kubectl("apply", f"--filename={KWOK_GUARD_FILE}")
         self._start_kwok()
         wait_until(lambda: self.exists("serviceaccount", "default", "default"), START_TIMEOUT,
                    message="the controller manager to create ServiceAccount default/default")
@@ -569,7 +577,7 @@ class ControlPlane:
     def _start_kwok(self) -> None:
         self._spawn(
             "kwok",
-            f"--kubeconfig={self.kubeconfig}",
+            f"--kubeconfig={self.kwok_kubeconfig}",
             f"--config={STAGES_FILE}",
             f"--manage-nodes-with-annotation-selector={FAKE_NODE_ANNOTATION[0]}={FAKE_NODE_ANNOTATION[1]}",
             "--cidr=10.244.0.1/16",
