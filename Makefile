@@ -48,9 +48,10 @@ test:
 	  -n $(LANES) --dist loadgroup --no-loadscope-reorder --junitxml=$(REPORTS)/$(RUN_ID)-tiers.xml; \
 	status=$$?; kill $$vmstat; exit $$status
 
+# In two workers: lint beside it takes 10 s of a warm run, and one process left a core idle for two minutes.
 unit: setup
 	mkdir -p $(REPORTS)
-	$(PY) -m pytest -q tests/unit -p no:cacheprovider --junitxml=$(REPORTS)/$(RUN_ID)-unit.xml
+	$(PY) -m pytest -q tests/unit -p no:cacheprovider -n 2 --junitxml=$(REPORTS)/$(RUN_ID)-unit.xml
 
 # Python (ruff, mypy), every shell script (shellcheck: .ci/shell-scripts lists them) and Dockerfile (hadolint).
 lint: setup
