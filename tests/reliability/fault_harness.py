@@ -129,6 +129,7 @@ class PodsMade:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._listed = threading.Event()
+        self._failed: BaseException | None = None
         self._thread = threading.Thread(target=self._watch, name=f"pods made in {namespace}", daemon=True)
 
     def start(self) -> PodsMade:
@@ -140,7 +141,9 @@ class PodsMade:
         self._stop.set()
 
     def drain(self) -> list[dict[str, Any]]:
-        """The pods made since the last drain, each as first announced."""
+        """The pods made since the last drain, each as first announced; raises what ended the watch, if it ended."""
+        if self._failed is not None:
+            raise AssertionError(f"the watch of pods ended: {self._failed}")
         with self._lock:
             made, self._made = self._made, []
         return made
@@ -149,6 +152,13 @@ class PodsMade:
         return str(self._core.list_namespaced_pod(self._namespace, label_selector=LABEL_JOB).metadata.resource_version)
 
     def _watch(self) -> None:
+        try:
+            self._follow()
+        except BaseException as error:  # told to the test at its next drain
+            self._failed = error
+            raise
+
+    def _follow(self) -> None:
         version = self._version()
         self._listed.set()
         while not self._stop.is_set():
@@ -184,8 +194,10 @@ class ChildLedger:
     _flagged: set[str] = field(default_factory=set)
     _suspects: dict[str, float] = field(default_factory=dict)
 
-    def observe(self, objects: Iterable[dict[str, Any]]) -> tuple[list[str], list[str]]:
-        """Account one snapshot; returns the duplicates and orphans found in it."""
+    def observe(self, objects: Iterable[dict[str, Any]], announced: Iterable[dict[str, Any]] = ()
+                ) -> tuple[list[str], list[str]]:
+        """Account one snapshot, and the pods `announced` since the last one (PodsMade: their identity only);
+        returns the duplicates and orphans found."""
         objects = list(objects)
         trainings = {o["metadata"]["name"]: o["metadata"]["uid"] for o in objects if o["kind"] == "DistributedTraining"}
         launcher_jobs = {o["metadata"]["uid"]: o["metadata"]["labels"][LABEL_JOB] for o in objects
@@ -215,13 +227,7 @@ class ChildLedger:
                 if meta["uid"] not in self._flagged:
                     self._flagged.add(meta["uid"])
                     orphans.append(f"{what} (owners {sorted(owners)}, job {job} uid {expected_owner})")
-            # identity: for pods and the launcher Job the attempt is part of it; config children have one per job
-            attempt = meta["labels"].get(LABEL_ATTEMPT, "") if obj["kind"] in ("Pod", "Job") else ""
-            key = (expected_owner or job, obj["kind"], meta["name"], attempt)
-            self.uids[key].add(meta["uid"])
-            if len(self.uids[key]) > 1 and meta["uid"] not in self._flagged:
-                self._flagged.add(meta["uid"])
-                duplicates.append(f"{what} attempt {attempt or '-'} re-created (uid {meta['uid']})")
+            attempt = self._identity(obj, expected_owner or job, duplicates)
             if obj["kind"] == "Pod" and is_live_pod(obj):
                 if role == "worker":
                     live_workers[job].add(attempt)
@@ -233,25 +239,25 @@ class ChildLedger:
         for job, count in live_launchers.items():
             if count > 1:
                 duplicates.append(f"{job}: {count} live launcher pods")
+        for pod in announced:
+            job = pod["metadata"]["labels"][LABEL_JOB]
+            self._identity(pod, trainings.get(job) or job, duplicates)
         self.duplicates += duplicates
         self.orphans += orphans
         return duplicates, orphans
 
-    def made(self, pods: Iterable[dict[str, Any]], trainings: dict[str, str]) -> list[str]:
-        """Account pods as their creation was announced (PodsMade), between snapshots too; `trainings`: each job's
-        uid by name. Returns the duplicates found."""
-        duplicates = []
-        for pod in pods:
-            meta = pod["metadata"]
-            job = meta["labels"][LABEL_JOB]
-            attempt = meta["labels"].get(LABEL_ATTEMPT, "")
-            key = (trainings.get(job) or job, "Pod", meta["name"], attempt)
-            self.uids[key].add(meta["uid"])
-            if len(self.uids[key]) > 1 and meta["uid"] not in self._flagged:
-                self._flagged.add(meta["uid"])
-                duplicates.append(f"Pod {meta['name']} attempt {attempt or '-'} re-created (uid {meta['uid']})")
-        self.duplicates += duplicates
-        return duplicates
+    def _identity(self, obj: dict[str, Any], owner: str, duplicates: list[str]) -> str:
+        """Record the child's uid under its identity, adding to `duplicates` a second uid for one identity; returns
+        its attempt. For pods and the launcher Job the attempt is part of the identity; config children have one per
+        job."""
+        meta = obj["metadata"]
+        attempt = str(meta["labels"].get(LABEL_ATTEMPT, "")) if obj["kind"] in ("Pod", "Job") else ""
+        key = (owner, obj["kind"], meta["name"], attempt)
+        self.uids[key].add(meta["uid"])
+        if len(self.uids[key]) > 1 and meta["uid"] not in self._flagged:
+            self._flagged.add(meta["uid"])
+            duplicates.append(f"{obj['kind']} {meta['name']} attempt {attempt or '-'} re-created (uid {meta['uid']})")
+        return attempt
 
     def pending_orphans(self) -> int:
         """Children seen without their owner that have not yet been collected (must be 0 at rest)."""

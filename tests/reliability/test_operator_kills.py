@@ -71,11 +71,6 @@ def drive_launchers(plane: ControlPlane, namespace: str, items: list[dict], jobs
         script.given.add(pod["metadata"]["uid"])
 
 
-def uids(items: list[dict]) -> dict[str, str]:
-    """Each DistributedTraining's uid by name, in a snapshot."""
-    return {o["metadata"]["name"]: o["metadata"]["uid"] for o in items if o["kind"] == "DistributedTraining"}
-
-
 def test_operator_killed_at_random_points_leaves_exactly_one_set_of_children(
         crd: ControlPlane, namespace: str) -> None:
     seed = int(os.environ.get("KUBETRAIN_FAULT_SEED", random.randrange(1 << 30)))
@@ -100,8 +95,7 @@ def test_operator_killed_at_random_points_leaves_exactly_one_set_of_children(
                 pending.remove(script)
             items = snapshot(crd, namespace)
             snapshots += 1
-            duplicates, orphans = ledger.observe(items)
-            duplicates += ledger.made(made.drain(), uids(items))
+            duplicates, orphans = ledger.observe(items, made.drain())
             assert not duplicates and not orphans, (duplicates, orphans, operator.log_tail())
             drive_launchers(crd, namespace, items, jobs)
             phases = {o["metadata"]["name"]: (o.get("status") or {}).get("phase") for o in items
@@ -111,8 +105,7 @@ def test_operator_killed_at_random_points_leaves_exactly_one_set_of_children(
                 operator.kill()
                 kills += 1
                 after_kill = snapshot(crd, namespace)  # the world the next operator finds
-                duplicates, orphans = ledger.observe(after_kill)
-                duplicates += ledger.made(made.drain(), uids(after_kill))
+                duplicates, orphans = ledger.observe(after_kill, made.drain())
                 FIGURES.fault(f"operator SIGKILL ({JOBS} jobs in flight)", not duplicates and not orphans,
                               f"kill {kills}: {duplicates + orphans}")
                 operator.start()
@@ -126,8 +119,7 @@ def test_operator_killed_at_random_points_leaves_exactly_one_set_of_children(
         # at rest: exactly the children a finished job keeps, and the phases the scripts call for
         time.sleep(5.0)
         items = snapshot(crd, namespace)
-        duplicates, orphans = ledger.observe(items)
-        duplicates += ledger.made(made.drain(), uids(items))
+        duplicates, orphans = ledger.observe(items, made.drain())
         trainings = {o["metadata"]["name"]: o for o in items if o["kind"] == "DistributedTraining"}
         problems = []
         for name, script in jobs.items():
