@@ -366,9 +366,11 @@ class FirstStepBench:
         return found
 
     def _floor(self, pod: str, run: str) -> dict[str, float]:
-        """One start of the program in launcher pod `pod`, through `kubectl exec`; its phases' seconds."""
+        """One start of the program in launcher pod `pod`, through `kubectl exec`; its phases' seconds. The run has a
+        HOME of its own: the entrypoint rewrites the ssh files in HOME, and the pod's own mpirun, still starting its
+        ssh sessions, could read a half-written key, fail, and end the container with the run in it (exit 137)."""
         folder = f"/tmp/{run}"  # its checkpoints, and what names its mpirun for pkill
-        argv = [ENTRYPOINT, *self.template["spec"]["command"], "--checkpoint-dir", folder]
+        argv = ["env", f"HOME={folder}-home", ENTRYPOINT, *self.template["spec"]["command"], "--checkpoint-dir", folder]
         log_path = self.workdir / f"{run}.log"
         exec_argv = [self.kubectl_binary, "exec", pod, "--namespace", NAMESPACE, "--container=launcher", "--", *argv]
         with log_path.open("w") as log:
