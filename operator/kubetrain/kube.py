@@ -189,8 +189,8 @@ class Kube:
         """Merge `status` into the job's status; returns the job as stored."""
         stored = self._resource(*TRAINING).status.patch(
             body={"status": dict(status)}, name=name, namespace=namespace,
-            content_type="application/merge-patch+json", serializer=_as_dict)
-        return cast(dict[str, Any], stored)
+            content_type="application/merge-patch+json", serialize=False)
+        return cast(dict[str, Any], orjson.loads(stored.data))
 
     def event(self, training: Mapping[str, Any], event_type: str, reason: str, message: str) -> None:
         """A core/v1 Event on the DistributedTraining; failures to post are logged, never raised."""
