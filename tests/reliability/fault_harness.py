@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import urllib3
 from kubernetes import client, watch
 from kubernetes import config as kube_config
 
@@ -175,7 +176,7 @@ class PodsMade:
                 if error.status != 410:
                     raise
                 version = self._version()  # too old to resume: what was made meanwhile is not seen
-            except Exception:  # a dropped connection: resume from the last version seen
+            except (urllib3.exceptions.HTTPError, OSError):  # a dropped connection: resume from the last version seen
                 time.sleep(0.5)
 
 
